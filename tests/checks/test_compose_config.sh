@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# deploy/docker-compose.yml is valid for docker-compose 1.29 on its own, with
+# each profile and with all of them; GUARD comes from deploy/.env only and a
+# GUARD set in the shell wins.
+# Exit 0 pass, 77 skip (no docker-compose / python3-yaml), 1 fail.
+# No engine, no network: `config` only reads files.
+set -u
+cd "$(dirname "$0")/../.." || exit 1
+name=test_compose_config
+compose_file=deploy/docker-compose.yml
+
+fail() { echo "$name: FAIL: $*"; exit 1; }
+command -v docker-compose >/dev/null 2>&1 || { echo "$name: skip: docker-compose not installed"; exit 77; }
+py=
+for c in python3 /usr/bin/python3; do
+    if "$c" -c 'import yaml' >/dev/null 2>&1; then py=$c; break; fi
+done
+[ -n "$py" ] || { echo "$name: skip: no python3 with yaml (Debian: python3-yaml)"; exit 77; }
+[ -f "$compose_file" ] || fail "$compose_file missing"
+
+# Keep the caller's compose settings (and GUARD) out of the check;
+# DC_GUARD=name sets GUARD as a user's shell would.
+dc() {
+    local set_guard=()
+    [ -n "${DC_GUARD:-}" ] && set_guard=("GUARD=$DC_GUARD")
+    env -u COMPOSE_FILE -u COMPOSE_PROFILES -u COMPOSE_PROJECT_NAME -u GUARD \
+        "${set_guard[@]}" docker-compose -f "$compose_file" "$@"
+}
+oneline() { tr '\n' ' ' | cut -c1-300; }
+
+cfg=$(dc config 2>&1) \
+    || fail "base file: $(oneline <<<"$cfg")"
+
+# Profiles the file declares; the three the deployment promises must be there.
+declared=$("$py" -c '
+import sys, yaml
+doc = yaml.safe_load(sys.stdin)
+print("\n".join(sorted({p for s in doc["services"].values() for p in s.get("profiles", [])})))
+' <<<"$cfg") || fail "cannot parse docker-compose config output"
+for want in redlock lb bench; do
+    grep -qx "$want" <<<"$declared" || fail "profile $want is not declared by any service"
+done
+all_args=()
+for p in $declared; do
+    out=$(dc --profile "$p" config -q 2>&1) \
+        || fail "profile $p: $(oneline <<<"$out")"
+    all_args+=(--profile "$p")
+done
+out=$(dc "${all_args[@]}" config -q 2>&1) \
+    || fail "all profiles together: $(oneline <<<"$out")"
+
+# GUARD: deploy/.env is the one place (no second default in the compose
+# file) and the shell overrides it.
+grep -Eq '^GUARD=[a-z-]+$' deploy/.env || fail "deploy/.env does not set GUARD=<name>"
+no_env=$(mktemp) || fail "mktemp"
+trap 'rm -f "$no_env"' EXIT
+if out=$(dc --env-file "$no_env" config -q 2>&1); then
+    fail "the compose file resolves without deploy/.env: GUARD has a second default"
+fi
+grep -q GUARD <<<"$out" || fail "without deploy/.env: expected an error naming GUARD, got: $(oneline <<<"$out")"
+resolved=$(DC_GUARD=for-update dc config 2>&1) \
+    || fail "GUARD=for-update: $(oneline <<<"$resolved")"
+got=$("$py" -c '
+import sys, yaml
+doc = yaml.safe_load(sys.stdin)
+print(" ".join(sorted(n for n, s in doc["services"].items()
+                      if (s.get("environment") or {}).get("GUARD") == "for-update")))
+' <<<"$resolved")
+[ "$got" = "inventory inventory-1 inventory-2" ] \
+    || fail "GUARD=for-update reached [$got], expected inventory inventory-1 inventory-2"
+exit 0

@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# Every environment variable deploy/docker-compose.yml sets on an inventory or
+# order container is an option the binary accepts, read from its `--help`
+# table ($LAB_BUILD/bin/ROLE, LAB_BUILD default build) and from the C option
+# table in services/ROLE/*config*.c; every option whose default points at
+# loopback is overridden (a container's 127.0.0.1 is itself). Variables set on
+# the bench `loadtest` container must be read by loadtest/compare (or loadgen).
+# Exit 0 pass, 77 skip (no docker-compose / python3-yaml, or neither the
+# binaries nor the config tables exist yet), 1 fail. No engine, no network.
+set -u
+cd "$(dirname "$0")/../.." || exit 1
+name=test_compose_env
+compose_file=deploy/docker-compose.yml
+
+fail() { echo "$name: FAIL: $*"; exit 1; }
+command -v docker-compose >/dev/null 2>&1 || { echo "$name: skip: docker-compose not installed"; exit 77; }
+py=
+for c in python3 /usr/bin/python3; do
+    if "$c" -c 'import yaml' >/dev/null 2>&1; then py=$c; break; fi
+done
+[ -n "$py" ] || { echo "$name: skip: no python3 with yaml (Debian: python3-yaml)"; exit 77; }
+
+build=${LAB_BUILD:-build}
+case "$build" in /*) ;; *) build=$PWD/$build ;; esac
+
+tmp=$(mktemp -d) || fail "mktemp"
+trap 'rm -rf "$tmp"' EXIT
+
+env -u COMPOSE_FILE -u COMPOSE_PROFILES -u COMPOSE_PROJECT_NAME \
+    docker-compose -f "$compose_file" config >"$tmp/config.yml" 2>"$tmp/err" \
+    || fail "docker-compose config: $(tr '\n' ' ' <"$tmp/err" | cut -c1-300)"
+
+# --help of each binary that is built, run with an empty environment so no
+# stray variable can make option parsing fail before the table is printed.
+for role in inventory order loadgen; do
+    bin=$build/bin/$role
+    [ -x "$bin" ] || continue
+    if ! timeout 10 env -i PATH=/usr/bin:/bin "$bin" --help >"$tmp/$role.help" 2>"$tmp/$role.err"; then
+        fail "$bin --help failed: $(head -c 200 "$tmp/$role.err")"
+    fi
+done
+
+"$py" - "$tmp" <<'PY'
+import glob, os, re, sys, yaml
+
+tmp = sys.argv[1]
+name = "test_compose_env"
+cfg = yaml.safe_load(open(os.path.join(tmp, "config.yml")))
+services = cfg.get("services") or {}
+
+def role_of(svc):
+    cmd = svc.get("command") or []
+    if isinstance(cmd, str):
+        cmd = cmd.split()
+    return cmd[0] if cmd else None
+
+def env_of(svc):
+    env = svc.get("environment") or {}
+    if isinstance(env, list):
+        env = dict(e.split("=", 1) if "=" in e else (e, None) for e in env)
+    return env
+
+# Option tables: env name -> default text (None when unknown).
+HELP_ROW = re.compile(r"^\s+--([a-z0-9][a-z0-9-]*)\s+(\S+)\s+(\S+)")
+C_ROW = re.compile(r'"([a-z][a-z0-9-]*)"\s*,\s*"([A-Z][A-Z0-9_]*)"'
+                   r'(?:\s*,\s*[A-Za-z_][A-Za-z0-9_]*\s*,\s*"((?:[^"\\]|\\.)*)")?')
+
+def from_help(role):
+    path = os.path.join(tmp, role + ".help")
+    if not os.path.exists(path):
+        return None
+    table = {}
+    for line in open(path, errors="replace"):
+        m = HELP_ROW.match(line)
+        if m and m.group(2) != "-":
+            table[m.group(2)] = "" if m.group(3) == '""' else m.group(3)
+    if not table:
+        raise SystemExit(f"{name}: FAIL: {role} --help printed no option rows")
+    return table
+
+def from_c(role):
+    files = sorted(glob.glob(f"services/{role}/*config*.c")) or \
+            sorted(glob.glob(f"services/{role}/*.c"))
+    table = {}
+    for f in files:
+        for m in C_ROW.finditer(open(f, errors="replace").read()):
+            table[m.group(2)] = m.group(3)
+    return table or None
+
+problems, skipped, checked = [], [], []
+for role in ("inventory", "order"):
+    sources = [(src, t) for src, t in (("--help", from_help(role)),
+                                       ("C table", from_c(role))) if t]
+    users = sorted(n for n, s in services.items() if role_of(s) == role)
+    if not users:
+        problems.append(f"no compose service runs {role}")
+        continue
+    if not sources:
+        skipped.append(f"{role}: neither {role} binary nor services/{role}/*config*.c yet")
+        continue
+    for src, table in sources:
+        checked.append(f"{role} ({src})")
+        for svc in users:
+            env = env_of(services[svc])
+            for var in sorted(env):
+                if var not in table:
+                    problems.append(f"{svc} sets {var}, not an option of {role} ({src})")
+            for var, default in sorted(table.items()):
+                if default and re.search(r"127\.0\.0\.1|localhost", default) and var not in env:
+                    problems.append(f"{svc} leaves {var} at its loopback default {default}")
+            if env.get("BIND") not in ("0.0.0.0", "::"):
+                problems.append(f"{svc}: BIND must be 0.0.0.0 in a container, is {env.get('BIND')!r}")
+
+# The bench runner: its variables must be read by the scripts it runs.
+bench = sorted(n for n, s in services.items() if role_of(s) == "compare")
+if not bench:
+    problems.append("no compose service runs compare (bench profile)")
+elif not os.path.exists("loadtest/compare"):
+    skipped.append("loadtest: loadtest/compare not written yet")
+else:
+    text = ""
+    for f in glob.glob("loadtest/**", recursive=True):
+        if os.path.isfile(f) and not f.endswith((".c", ".h", ".o", ".d")):
+            text += open(f, errors="replace").read()
+    lg = from_help("loadgen") or {}
+    checked.append("loadtest (compare)")
+    for svc in bench:
+        for var in sorted(env_of(services[svc])):
+            if var not in lg and not re.search(r"\b" + re.escape(var) + r"\b", text):
+                problems.append(f"{svc} sets {var}, which nothing under loadtest/ reads")
+
+if problems:
+    print(f"{name}: FAIL: " + "; ".join(problems))
+    sys.exit(1)
+if skipped and not checked:
+    print(f"{name}: skip: " + "; ".join(skipped))
+    sys.exit(77)
+if skipped:
+    # part checked and clean, part impossible yet: a skip, not a pass
+    print(f"{name}: skip: checked {', '.join(checked)}; not yet: " + "; ".join(skipped))
+    sys.exit(77)
+sys.exit(0)
+PY
