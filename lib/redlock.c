@@ -86,8 +86,8 @@ int redlock_parse_nodes(const char *list, const char *default_host,
         n->port = (int)port;
         cfg->nnodes++;
         p += len;
-        if (*p == ',')
-            p++;
+        if (*p == ',' && *++p == '\0')
+            goto err;   /* trailing comma */
     }
     return 0;
 err:
