@@ -1,0 +1,28 @@
+/* Human summary (stdout) and machine summary (--json FILE) of a run. */
+#ifndef LG_REPORT_H
+#define LG_REPORT_H
+
+#include <stdio.h>
+
+#include "lg_run.h"
+#include "lg_stats.h"
+
+struct lg_report_info {
+    const struct lg_plan *plan;
+    double elapsed_s;
+    int interrupted;      /* stopped by SIGINT */
+    int latency_dist;     /* include the full distribution */
+};
+
+/* Write the human summary. */
+void lg_report_text(FILE *out, const struct lg_stats *s, const struct lg_report_info *ri);
+
+/* Write the JSON summary to out (one object, trailing newline). */
+void lg_report_json(FILE *out, const struct lg_stats *s, const struct lg_report_info *ri);
+
+/* lg_report_json into path (written to path.tmp, then renamed). Returns 0,
+ * or -1 with errno set. */
+int lg_report_json_file(const char *path, const struct lg_stats *s,
+                        const struct lg_report_info *ri);
+
+#endif
