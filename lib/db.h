@@ -1,0 +1,76 @@
+/* MySQL/MariaDB access: one connection per thread, cached prepared
+ * statements, and errors sorted into what a caller does next (retry, answer
+ * 503, treat as duplicate). Every statement with user data goes through
+ * db_run(); plain db_exec() is for constant SQL only. */
+#ifndef LAB_DB_H
+#define LAB_DB_H
+
+#include <mysql.h>
+#include <stddef.h>
+
+#define DB_OK        0
+#define DB_ERR      -1  /* SQL error the caller cannot fix by retrying */
+#define DB_EUNAVAIL -2  /* cannot reach the server: answer 503, reconnect later */
+#define DB_ERETRY   -3  /* deadlock (1213) or lock wait timeout (1205) */
+#define DB_EDUP     -4  /* duplicate key (1062) */
+
+struct db_conf {
+    char host[128];
+    long port;
+    char user[64];
+    char password[128];
+    char dbname[64];
+    long timeout_ms;         /* connect/read/write timeout: nothing blocks forever */
+    long lock_wait_s;        /* innodb_lock_wait_timeout for the session */
+};
+
+#define DB_STMT_CACHE 32
+
+struct db_conn {
+    MYSQL *my;               /* NULL while disconnected */
+    const struct db_conf *conf;
+    int err;                 /* last DB_E* code, 0 when fine */
+    unsigned int my_errno;   /* server/client errno of the last failure */
+    char errstr[128];
+    double last_used;        /* monotonic seconds; idle connections get a ping */
+    struct { const char *sql; MYSQL_STMT *stmt; } cache[DB_STMT_CACHE];
+};
+
+/* Call once in main() before any thread starts (mysql_library_init). */
+int db_global_init(void);
+void db_global_end(void);
+
+/* Connection for the calling thread, created on first use and freed when
+ * the thread exits. Returns NULL only when out of memory; otherwise check
+ * c->my (NULL = could not connect, c->err/errstr say why). Reconnects a
+ * connection that was lost on the last call. `conf` must outlive threads. */
+struct db_conn *db_thread_conn(const struct db_conf *conf);
+
+/* Standalone connection (tools, tests). Never NULL unless OOM. */
+struct db_conn *db_connect(const struct db_conf *conf);
+/* Reconnect if the last call lost the server. Returns DB_OK or DB_EUNAVAIL. */
+int db_ensure(struct db_conn *c);
+/* Closes the connection and its statements; accepts NULL. */
+void db_free(struct db_conn *c);
+
+/* Run one prepared statement. `sql` must be a string literal (it keys the
+ * statement cache by address). `in` lists parameter types: 's' const char*,
+ * 'l' long long, 'i' int. `out` lists result columns of the FIRST row:
+ * 'l' long long*, 'i' int*, 's' (char *buf, size_t buflen). Parameters come
+ * first in the varargs, then outputs.
+ * Returns, for a SELECT, the number of rows (outputs filled when > 0); for
+ * other statements, the affected-row count; or a negative DB_E* code. */
+long long db_run(struct db_conn *c, const char *sql, const char *in,
+                 const char *out, ...);
+
+/* Constant SQL without parameters or results (BEGIN, COMMIT, ...). */
+int db_exec(struct db_conn *c, const char *sql);
+int db_begin(struct db_conn *c);
+int db_commit(struct db_conn *c);
+/* Best effort; a failed rollback also drops the connection. */
+void db_rollback(struct db_conn *c);
+
+/* Quick round trip for /healthz: DB_OK or DB_EUNAVAIL. */
+int db_ping(struct db_conn *c);
+
+#endif

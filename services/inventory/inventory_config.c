@@ -1,0 +1,48 @@
+/* The inventory service's options: flags, environment twins, defaults that
+ * match the embedded stack (deploy/local/stack). */
+#include "inventory_config.h"
+
+#include "guard.h"
+
+#include <stddef.h>
+#include <stdio.h>
+
+#define S(f) offsetof(struct inv_conf, f), sizeof(((struct inv_conf *)0)->f)
+#define N(f) offsetof(struct inv_conf, f), 0
+
+const struct cfg_opt inv_options[] = {
+    {"port", "PORT", CFG_INT, "8001", 1, 65535, N(port), "HTTP port"},
+    {"bind", "BIND", CFG_STR, "127.0.0.1", 0, 0, S(bind), "IPv4 address to listen on"},
+    {"instance", "INSTANCE_ID", CFG_STR, "inventory-1", 0, 0, S(instance), "name reported in answers and the ledger"},
+    {"guard", "GUARD", CFG_STR, "none", 0, 0, S(guard), "default guard (GET /guards lists them)"},
+    {"threads", "THREADS", CFG_INT, "16", 1, 256, N(threads), "HTTP worker threads (one MySQL connection each)"},
+    {"mysql-host", "MYSQL_HOST", CFG_STR, "127.0.0.1", 0, 0, S(db.host), "MySQL/MariaDB host"},
+    {"mysql-port", "MYSQL_PORT", CFG_INT, "3307", 1, 65535, N(db.port), "MySQL/MariaDB port"},
+    {"mysql-user", "MYSQL_USER", CFG_STR, "root", 0, 0, S(db.user), "MySQL user"},
+    {"mysql-password", "MYSQL_PASSWORD", CFG_STR, "", 0, 0, S(db.password), "MySQL password"},
+    {"mysql-db", "MYSQL_DB", CFG_STR, "db_shopping", 0, 0, S(db.dbname), "inventory schema"},
+    {"mysql-timeout", "MYSQL_TIMEOUT_MS", CFG_MS, "5s", 100, 600000, N(db.timeout_ms), "connect/read/write timeout"},
+    {"mysql-lock-wait", "MYSQL_LOCK_WAIT_S", CFG_INT, "5", 1, 3600, N(db.lock_wait_s), "innodb_lock_wait_timeout (seconds)"},
+    {"redis-host", "REDIS_HOST", CFG_STR, "127.0.0.1", 0, 0, S(redis_host), "Redis host (locks, segments, counters)"},
+    {"redis-port", "REDIS_PORT", CFG_INT, "6390", 1, 65535, N(redis_port), "Redis port"},
+    {"redlock-nodes", "REDLOCK_NODES", CFG_STR, "127.0.0.1:6391,127.0.0.1:6392,127.0.0.1:6393", 0, 0, S(redlock_nodes), "independent Redis masters for redlock"},
+    {"max-retries", "MAX_RETRIES", CFG_INT, "50", 0, 10000, N(max_retries), "optimistic / deadlock retry bound"},
+    {"lock-wait", "LOCK_WAIT_MS", CFG_MS, "3000", 0, 60000, N(lock_wait_ms), "default lock_wait_ms"},
+    {"lock-ttl", "LOCK_TTL_MS", CFG_MS, "30000", 1, 600000, N(lock_ttl_ms), "default lock_ttl_ms (lease)"},
+};
+const size_t inv_noptions = sizeof(inv_options) / sizeof(inv_options[0]);
+
+int inv_conf_load(struct inv_conf *c, int argc, char **argv, char *err, size_t errlen)
+{
+    int rc = cfg_parse(inv_options, inv_noptions, c, argc, argv,
+                       "Inventory service of the oversell lab (API: shared/API.md).",
+                       err, errlen);
+    if (rc != CFG_OK)
+        return rc;
+    if (!guard_find(c->guard)) {
+        snprintf(err, errlen, "--guard: unknown guard '%s' (known: %s)", c->guard,
+                 guard_names());
+        return CFG_ERR;
+    }
+    return CFG_OK;
+}

@@ -1,0 +1,394 @@
+/* Inventory routes: parse, pick the guard, call it, answer per API.md. */
+#include "inventory_routes.h"
+
+#include "db.h"
+#include "guard.h"
+#include "metrics.h"
+#include "request.h"
+#include "store.h"
+#include "util.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PREFIX "/inventory/"
+
+static void env_for(const struct inv_conf *c, struct guard_env *env)
+{
+    memset(env, 0, sizeof(*env));
+    env->db = db_thread_conn(&c->db);
+    env->instance = c->instance;
+    env->max_retries = c->max_retries;
+    env->default_ttl_ms = c->lock_ttl_ms;
+    env->redis_host = c->redis_host;
+    env->redis_port = c->redis_port;
+    env->redlock_nodes = c->redlock_nodes;
+}
+
+static int db_down(struct http_resp *resp, struct db_conn *db)
+{
+    snprintf(resp->retry_after, sizeof(resp->retry_after), "1");
+    http_error(resp, 503, "backend_unavailable", "MySQL unavailable: %s",
+               db ? db->errstr : "out of memory");
+    return 503;
+}
+
+static void store_failure(struct http_resp *resp, struct db_conn *db, int rc)
+{
+    if (rc == DB_EUNAVAIL)
+        db_down(resp, db);
+    else
+        http_error(resp, 500, "internal", "MySQL error: %s", db->errstr);
+}
+
+/* Guard choice: the body's "guard", else X-Guard, else the instance's. */
+static const struct guard *pick_guard(const struct inv_conf *c,
+                                      const struct http_req *req, const char *body_guard,
+                                      struct http_resp *resp)
+{
+    const char *name = body_guard && *body_guard ? body_guard : http_header(req, "X-Guard");
+    if (!name || !*name)
+        name = c->guard;
+    const struct guard *g = guard_find(name);
+    if (!g)
+        http_error(resp, 400, "bad_request", "unknown guard '%.40s'; known guards: %s",
+                   name, guard_names());
+    return g;
+}
+
+static void answer_deduct(const struct deduct_req *dr, const struct deduct_res *r,
+                          struct http_resp *resp)
+{
+    switch (r->outcome) {
+    case DEDUCT_SOLD:
+    case DEDUCT_DUPLICATE: {
+        json_t *j = json_pack("{s:b,s:s,s:i,s:I,s:s,s:s,s:s}", "ok", 1, "sku", dr->sku,
+                              "qty", (int)r->qty, "remaining", (json_int_t)r->remaining,
+                              "order_id", dr->order_id, "guard", r->guard,
+                              "instance", r->instance);
+        if (j && r->outcome == DEDUCT_DUPLICATE)
+            json_object_set_new(j, "duplicate", json_true());
+        if (j && r->retries)
+            json_object_set_new(j, "retries", json_integer(r->retries));
+        http_json(resp, 200, j);
+        return;
+    }
+    case DEDUCT_OUT_OF_STOCK:
+        http_error(resp, 409, "out_of_stock", "%s has %lld left, %ld requested", dr->sku,
+                   r->remaining, dr->qty);
+        return;
+    case DEDUCT_UNKNOWN_SKU:
+        http_error(resp, 404, "unknown_sku", "no SKU '%s' (seed it with PUT /inventory/%s)",
+                   dr->sku, dr->sku);
+        return;
+    case DEDUCT_LOCK_TIMEOUT:
+        snprintf(resp->retry_after, sizeof(resp->retry_after), "1");
+        http_error(resp, 503, "lock_timeout", "%s", r->detail[0] ? r->detail : "lock wait timed out");
+        return;
+    case DEDUCT_RETRY_EXHAUSTED:
+        snprintf(resp->retry_after, sizeof(resp->retry_after), "1");
+        http_error(resp, 503, "retry_exhausted", "%s", r->detail);
+        return;
+    case DEDUCT_UNAVAILABLE:
+        snprintf(resp->retry_after, sizeof(resp->retry_after), "1");
+        http_error(resp, 503, "backend_unavailable", "%s", r->detail);
+        return;
+    default:
+        http_error(resp, 500, "internal", "%s", r->detail);
+    }
+}
+
+static void run_deduct(const struct inv_conf *c, const struct http_req *req,
+                       struct deduct_req *dr, const char *body_guard,
+                       struct http_resp *resp, const char **guard_label)
+{
+    const struct guard *g = pick_guard(c, req, body_guard, resp);
+    if (!g)
+        return;
+    *guard_label = g->name;
+    if (!dr->order_id[0])
+        util_make_id(dr->order_id, sizeof(dr->order_id), c->instance);
+    struct guard_env env;
+    env_for(c, &env);
+    if (!env.db || !env.db->my) {
+        db_down(resp, env.db);
+        return;
+    }
+    struct deduct_res r;
+    guard_deduct(g, &env, dr, &r);
+    answer_deduct(dr, &r, resp);
+}
+
+static void handle_deduct(const struct inv_conf *c, const struct http_req *req,
+                          struct http_resp *resp, const char **guard_label)
+{
+    struct req_defaults d = {c->lock_wait_ms, c->lock_ttl_ms};
+    struct deduct_req dr;
+    char guard[32], err[256];
+    if (req_parse_deduct(req->body, req->body_len, &d, &dr, guard, sizeof(guard), err,
+                         sizeof(err)) != 0) {
+        http_error(resp, 400, "bad_request", "%s", err);
+        return;
+    }
+    run_deduct(c, req, &dr, guard, resp, guard_label);
+}
+
+/* The seeds' own endpoint: GET /inventory/minusInventory?inventoryId=SKU */
+static void handle_minus(const struct inv_conf *c, const struct http_req *req,
+                         struct http_resp *resp, const char **guard_label)
+{
+    struct req_defaults d = {c->lock_wait_ms, c->lock_ttl_ms};
+    struct deduct_req dr;
+    char err[256];
+    req_default_deduct(&d, &dr);
+    const char *sku = http_query(req, "inventoryId");
+    if (!sku || req_check_id("inventoryId", sku, err, sizeof(err)) != 0) {
+        http_error(resp, 400, "bad_request", "%s", sku ? err : "inventoryId is required");
+        return;
+    }
+    snprintf(dr.sku, sizeof(dr.sku), "%s", sku);
+    run_deduct(c, req, &dr, NULL, resp, guard_label);
+}
+
+static void handle_release(const struct inv_conf *c, const struct http_req *req,
+                           struct http_resp *resp)
+{
+    char order_id[GUARD_ID_MAX + 1], err[256];
+    if (req_parse_release(req->body, req->body_len, order_id, sizeof(order_id), err,
+                          sizeof(err)) != 0) {
+        http_error(resp, 400, "bad_request", "%s", err);
+        return;
+    }
+    struct guard_env env;
+    env_for(c, &env);
+    if (!env.db || !env.db->my) {
+        db_down(resp, env.db);
+        return;
+    }
+    struct ledger_row row;
+    long long n;
+    if ((n = db_begin(env.db)) < 0 ||
+        (n = store_ledger_get(env.db, order_id, 1, &row)) < 0)
+        goto fail;
+    if (n == 0 || row.released) {
+        db_rollback(env.db);
+        if (n == 0)
+            http_error(resp, 404, "unknown_order", "no recorded deduction for order '%s'",
+                       order_id);
+        else
+            http_json(resp, 200, json_pack("{s:b,s:s,s:s,s:I,s:b}", "ok", 1, "order_id",
+                                           order_id, "sku", row.sku, "qty",
+                                           (json_int_t)row.qty, "duplicate", 1));
+        return;
+    }
+    if ((n = store_add_stock(env.db, row.sku, row.qty)) < 0 ||
+        (n = store_ledger_mark_released(env.db, order_id)) < 0)
+        goto fail;
+    /* Side state (Redis stock) follows the guard that sold it. */
+    const struct guard *g = guard_find(row.guard);
+    struct deduct_res r = {0};
+    if (g && g->release && g->release(&env, row.sku, (long)row.qty, &r) != 0) {
+        db_rollback(env.db);
+        snprintf(resp->retry_after, sizeof(resp->retry_after), "1");
+        http_error(resp, 503, "backend_unavailable", "%s", r.detail);
+        return;
+    }
+    if ((n = db_commit(env.db)) < 0)
+        goto fail;
+    http_json(resp, 200, json_pack("{s:b,s:s,s:s,s:I,s:b}", "ok", 1, "order_id", order_id,
+                                   "sku", row.sku, "qty", (json_int_t)row.qty,
+                                   "released", 1));
+    return;
+fail:
+    db_rollback(env.db);
+    store_failure(resp, env.db, (int)n);
+}
+
+static void handle_seed(const struct inv_conf *c, const struct http_req *req,
+                        const char *sku, struct http_resp *resp)
+{
+    long long stock;
+    int segments;
+    char err[256];
+    if (req_parse_seed(req->body, req->body_len, &stock, &segments, err, sizeof(err)) != 0) {
+        http_error(resp, 400, "bad_request", "%s", err);
+        return;
+    }
+    struct guard_env env;
+    env_for(c, &env);
+    if (!env.db || !env.db->my) {
+        db_down(resp, env.db);
+        return;
+    }
+    int rc = store_seed(env.db, sku, stock, segments);
+    if (rc < 0) {
+        store_failure(resp, env.db, rc);
+        return;
+    }
+    size_t n;
+    const struct guard *const *all = guard_all(&n);
+    for (size_t i = 0; i < n; i++) {
+        struct deduct_res r = {0};
+        if (all[i]->seed && all[i]->seed(&env, sku, stock, segments, &r) != 0) {
+            snprintf(resp->retry_after, sizeof(resp->retry_after), "1");
+            http_error(resp, 503, "backend_unavailable", "seeding %s state: %s",
+                       all[i]->name, r.detail);
+            return;
+        }
+    }
+    http_json(resp, 200, json_pack("{s:b,s:s,s:I,s:I,s:I,s:i}", "ok", 1, "sku", sku,
+                                   "stock", (json_int_t)stock, "initial", (json_int_t)stock,
+                                   "version", (json_int_t)0, "segments", segments));
+}
+
+static void handle_state(const struct inv_conf *c, const char *sku, struct http_resp *resp)
+{
+    struct db_conn *db = db_thread_conn(&c->db);
+    if (!db || !db->my) {
+        db_down(resp, db);
+        return;
+    }
+    long long stock, version, initial;
+    int segments;
+    int rc = store_info(db, sku, &stock, &version, &initial, &segments);
+    if (rc < 0) {
+        store_failure(resp, db, rc);
+        return;
+    }
+    if (rc == 0) {
+        http_error(resp, 404, "unknown_sku", "no SKU '%s'", sku);
+        return;
+    }
+    http_json(resp, 200, json_pack("{s:s,s:I,s:I,s:I,s:i,s:[]}", "sku", sku, "stock",
+                                   (json_int_t)stock, "version", (json_int_t)version,
+                                   "initial", (json_int_t)initial, "segment_count",
+                                   segments, "segments"));
+}
+
+static void handle_audit(const struct inv_conf *c, const char *sku, struct http_resp *resp)
+{
+    struct db_conn *db = db_thread_conn(&c->db);
+    if (!db || !db->my) {
+        db_down(resp, db);
+        return;
+    }
+    long long initial, stock, sold;
+    int rc = store_audit(db, sku, &initial, &stock, &sold);
+    if (rc < 0) {
+        store_failure(resp, db, rc);
+        return;
+    }
+    if (rc == 0) {
+        http_error(resp, 404, "unknown_sku", "no SKU '%s'", sku);
+        return;
+    }
+    long long oversold = sold > initial ? sold - initial : 0;
+    long long lost = sold - (initial - stock);
+    http_json(resp, 200, json_pack("{s:s,s:I,s:I,s:I,s:I,s:I,s:b}", "sku", sku,
+                                   "initial", (json_int_t)initial, "stock", (json_int_t)stock,
+                                   "sold", (json_int_t)sold, "oversold", (json_int_t)oversold,
+                                   "lost_updates", (json_int_t)lost, "consistent",
+                                   oversold == 0 && lost == 0 && stock >= 0));
+}
+
+static void handle_guards(const struct inv_conf *c, struct http_resp *resp)
+{
+    size_t n;
+    const struct guard *const *all = guard_all(&n);
+    json_t *arr = json_array();
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(arr, json_pack("{s:s,s:s,s:s,s:b}", "name", all[i]->name,
+                                             "how", all[i]->how, "expect", all[i]->expect,
+                                             "safe_across_instances",
+                                             all[i]->safe_across_instances));
+    http_json(resp, 200, json_pack("{s:s,s:o}", "default", c->guard, "guards", arr));
+}
+
+static void handle_health(const struct inv_conf *c, struct http_resp *resp)
+{
+    struct db_conn *db = db_thread_conn(&c->db);
+    if (!db || db_ping(db) != DB_OK) {
+        http_error(resp, 503, "backend_unavailable", "mysql: %s",
+                   db ? db->errstr : "out of memory");
+        return;
+    }
+    http_json(resp, 200, json_pack("{s:b,s:s,s:s}", "ok", 1, "instance", c->instance,
+                                   "mysql", "up"));
+}
+
+/* Split /inventory/{sku}[/audit]; returns 0 when the path has that shape. */
+static int sku_path(const char *path, char *sku, size_t skulen, int *audit)
+{
+    if (strncmp(path, PREFIX, strlen(PREFIX)) != 0)
+        return -1;
+    const char *s = path + strlen(PREFIX);
+    const char *slash = strchr(s, '/');
+    size_t n = slash ? (size_t)(slash - s) : strlen(s);
+    *audit = 0;
+    if (slash) {
+        if (strcmp(slash, "/audit") != 0)
+            return -1;
+        *audit = 1;
+    }
+    if (n == 0 || n >= skulen)
+        return n == 0 ? -1 : -2;
+    memcpy(sku, s, n);
+    sku[n] = '\0';
+    return 0;
+}
+
+static int is(const struct http_req *r, const char *m) { return strcmp(r->method, m) == 0; }
+
+void inv_handle(void *app, const struct http_req *req, struct http_resp *resp)
+{
+    const struct inv_conf *c = app;
+    const char *p = req->path, *route = "other", *guard_label = "-";
+    char sku[GUARD_SKU_MAX + 2], err[256];
+    int audit, sp;
+
+    if (strcmp(p, "/inventory/deduct") == 0) {
+        route = "deduct";
+        if (is(req, "POST")) handle_deduct(c, req, resp, &guard_label);
+        else http_error(resp, 405, "method_not_allowed", "use POST %s", p);
+    } else if (strcmp(p, "/inventory/release") == 0) {
+        route = "release";
+        if (is(req, "POST")) handle_release(c, req, resp);
+        else http_error(resp, 405, "method_not_allowed", "use POST %s", p);
+    } else if (strcmp(p, "/inventory/minusInventory") == 0) {
+        route = "minusInventory";
+        if (is(req, "GET")) handle_minus(c, req, resp, &guard_label);
+        else http_error(resp, 405, "method_not_allowed", "use GET %s", p);
+    } else if (strcmp(p, "/guards") == 0) {
+        route = "guards";
+        if (is(req, "GET")) handle_guards(c, resp);
+        else http_error(resp, 405, "method_not_allowed", "use GET %s", p);
+    } else if (strcmp(p, "/healthz") == 0) {
+        route = "healthz";
+        if (is(req, "GET")) handle_health(c, resp);
+        else http_error(resp, 405, "method_not_allowed", "use GET %s", p);
+    } else if (strcmp(p, "/metrics") == 0) {
+        route = "metrics";
+        char *text = is(req, "GET") ? metrics_render() : NULL;
+        if (text) http_text(resp, 200, "text/plain; version=0.0.4", text);
+        else if (is(req, "GET")) http_error(resp, 500, "internal", "out of memory");
+        else http_error(resp, 405, "method_not_allowed", "use GET %s", p);
+    } else if ((sp = sku_path(p, sku, sizeof(sku), &audit)) != -1) {
+        route = audit ? "audit" : "sku";
+        if (sp == -2 || req_check_id("sku", sku, err, sizeof(err)) != 0)
+            http_error(resp, 400, "bad_request", "%s", sp == -2 ? "sku must be 1..64 bytes" : err);
+        else if (audit && is(req, "GET")) handle_audit(c, sku, resp);
+        else if (!audit && is(req, "GET")) handle_state(c, sku, resp);
+        else if (!audit && is(req, "PUT")) handle_seed(c, req, sku, resp);
+        else http_error(resp, 405, "method_not_allowed", "use %s %s", audit ? "GET" : "GET or PUT", p);
+    } else {
+        http_error(resp, 404, "not_found", "no route %s %s", req->method, p);
+    }
+
+    char labels[128];
+    snprintf(labels, sizeof(labels), "route=\"%s\",status=\"%d\",guard=\"%s\"", route,
+             resp->status, guard_label);
+    metrics_add("lab_http_requests_total", labels, 1);
+    snprintf(labels, sizeof(labels), "route=\"%s\"", route);
+    metrics_observe("lab_http_request_duration_seconds", labels, http_now() - req->started);
+}

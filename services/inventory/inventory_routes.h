@@ -1,0 +1,11 @@
+/* HTTP routes of the inventory service (shared/API.md). */
+#ifndef INVENTORY_ROUTES_H
+#define INVENTORY_ROUTES_H
+
+#include "http.h"
+#include "inventory_config.h"
+
+/* The http_handler_fn; app is a const struct inv_conf *. */
+void inv_handle(void *app, const struct http_req *req, struct http_resp *resp);
+
+#endif

@@ -1,0 +1,11 @@
+/* HTTP routes of the order service (shared/API.md). */
+#ifndef ORDER_ROUTES_H
+#define ORDER_ROUTES_H
+
+#include "http.h"
+#include "order_config.h"
+
+/* The http_handler_fn; app is a const struct order_conf *. */
+void order_handle(void *app, const struct http_req *req, struct http_resp *resp);
+
+#endif
