@@ -539,6 +539,13 @@ int rlock_client_ping(struct rlock_client *c, char *errbuf, size_t errlen)
     return rc;
 }
 
+int rlock_client_err(const struct rlock_client *c, const char **errstr)
+{
+    if (errstr)
+        *errstr = c->errstr;
+    return c->err;
+}
+
 struct rlock_stats *rlock_client_stats(struct rlock_client *c)
 {
     return c->stats;

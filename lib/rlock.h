@@ -159,6 +159,11 @@ struct rlock_client *rlock_client_new(const struct rlock_config *cfg);
  * struct rlock of this client must be freed first. */
 void rlock_client_free(struct rlock_client *c);
 
+/* The constructor's status: RLOCK_OK, or RLOCK_EUNAVAIL when the first
+ * connection failed (the client still works once Redis is back). The
+ * reason goes to *errstr when errstr is not NULL. */
+int rlock_client_err(const struct rlock_client *c, const char **errstr);
+
 /* PING over a pooled connection: RLOCK_OK or RLOCK_EUNAVAIL; a reason goes
  * to errbuf when given. For /healthz. */
 int rlock_client_ping(struct rlock_client *c, char *errbuf, size_t errlen);
