@@ -1,6 +1,7 @@
 /* Inventory routes: parse, pick the guard, call it, answer per API.md. */
 #include "inventory_routes.h"
 
+#include "audit.h"
 #include "db.h"
 #include "guard.h"
 #include "metrics.h"
@@ -273,8 +274,8 @@ static void handle_audit(const struct inv_conf *c, const char *sku, struct http_
         db_down(resp, db);
         return;
     }
-    long long initial, stock, sold;
-    int rc = store_audit(db, sku, &initial, &stock, &sold);
+    struct audit a;
+    int rc = store_audit(db, sku, &a.initial, &a.stock, &a.sold);
     if (rc < 0) {
         store_failure(resp, db, rc);
         return;
@@ -283,13 +284,12 @@ static void handle_audit(const struct inv_conf *c, const char *sku, struct http_
         http_error(resp, 404, "unknown_sku", "no SKU '%s'", sku);
         return;
     }
-    long long oversold = sold > initial ? sold - initial : 0;
-    long long lost = sold - (initial - stock);
+    audit_compute(&a);
     http_json(resp, 200, json_pack("{s:s,s:I,s:I,s:I,s:I,s:I,s:b}", "sku", sku,
-                                   "initial", (json_int_t)initial, "stock", (json_int_t)stock,
-                                   "sold", (json_int_t)sold, "oversold", (json_int_t)oversold,
-                                   "lost_updates", (json_int_t)lost, "consistent",
-                                   oversold == 0 && lost == 0 && stock >= 0));
+                                   "initial", (json_int_t)a.initial, "stock", (json_int_t)a.stock,
+                                   "sold", (json_int_t)a.sold, "oversold", (json_int_t)a.oversold,
+                                   "lost_updates", (json_int_t)a.lost_updates, "consistent",
+                                   a.consistent));
 }
 
 static void handle_guards(const struct inv_conf *c, struct http_resp *resp)
@@ -385,6 +385,9 @@ void inv_handle(void *app, const struct http_req *req, struct http_resp *resp)
         http_error(resp, 404, "not_found", "no route %s %s", req->method, p);
     }
 
+    if (resp->status >= 500)   /* operators need the reason, not just the count */
+        fprintf(stderr, "inventory %s: %s %s -> %d %.300s\n", c->instance, req->method, p,
+                resp->status, resp->text ? resp->text : "");
     char labels[128];
     snprintf(labels, sizeof(labels), "route=\"%s\",status=\"%d\",guard=\"%s\"", route,
              resp->status, guard_label);

@@ -265,6 +265,9 @@ void order_handle(void *app, const struct http_req *req, struct http_resp *resp)
     } else {
         http_error(resp, 404, "not_found", "no route %s %s", req->method, p);
     }
+    if (resp->status >= 500)
+        fprintf(stderr, "order %s: %s %s -> %d %.300s\n", c->instance, req->method, p,
+                resp->status, resp->text ? resp->text : "");
     char labels[96];
     snprintf(labels, sizeof(labels), "route=\"%s\",status=\"%d\"", route, resp->status);
     metrics_add("lab_http_requests_total", labels, 1);
