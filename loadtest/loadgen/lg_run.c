@@ -453,6 +453,22 @@ static void service_timers(struct lg_worker *w, uint64_t now)
     }
 }
 
+static atomic_int lg_no_pwait2;
+
+/* epoll_pwait2 wakes an open-loop timer to the microsecond; epoll_wait's
+ * millisecond would add up to 1 ms of false latency to every request. */
+static int wait_events(int epfd, struct epoll_event *evs, uint64_t wait_us)
+{
+    if (!atomic_load_explicit(&lg_no_pwait2, memory_order_relaxed)) {
+        struct timespec ts = {(time_t)(wait_us / 1000000), (long)(wait_us % 1000000) * 1000};
+        int n = epoll_pwait2(epfd, evs, LG_EVENTS, &ts, NULL);
+        if (n >= 0 || errno != ENOSYS)
+            return n;
+        atomic_store(&lg_no_pwait2, 1);
+    }
+    return epoll_wait(epfd, evs, LG_EVENTS, (int)((wait_us + 999) / 1000));
+}
+
 static void *worker_main(void *arg)
 {
     struct lg_worker *w = arg;
@@ -470,10 +486,10 @@ static void *worker_main(void *arg)
         uint64_t wake = w->next_due;
         if (w->end_us && w->end_us < wake)
             wake = w->end_us;
-        uint64_t wait_ms = wake > now ? (wake - now + 999) / 1000 : 0;
-        if (wait_ms > LG_TICK_MS)
-            wait_ms = LG_TICK_MS;
-        int n = epoll_wait(w->epfd, evs, LG_EVENTS, (int)wait_ms);
+        uint64_t wait_us = wake > now ? wake - now : 0;
+        if (wait_us > LG_TICK_MS * 1000)
+            wait_us = LG_TICK_MS * 1000;
+        int n = wait_events(w->epfd, evs, wait_us);
         if (n < 0 && errno != EINTR)
             break;
         for (int i = 0; i < n; i++)
