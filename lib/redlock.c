@@ -70,9 +70,10 @@ int redlock_parse_nodes(const char *list, const char *default_host,
         colon = strrchr(item, ':');
         if (colon) {
             *colon = '\0';
-            if (!*item || strlen(item) >= sizeof n->host)
+            size_t hl = strlen(item);
+            if (hl == 0 || hl >= sizeof n->host)
                 goto err;
-            snprintf(n->host, sizeof n->host, "%s", item);
+            memcpy(n->host, item, hl + 1);
             portstr = colon + 1;
         } else {
             snprintf(n->host, sizeof n->host, "%s",
