@@ -1,0 +1,223 @@
+/* Integration test helpers (see itest.h). */
+#include "itest.h"
+
+#include <curl/curl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+struct it_env it;
+
+int it_setup(void)
+{
+    const char *inv = getenv("LAB_INVENTORY_URLS"), *ord = getenv("LAB_ORDER_URL"),
+               *root = getenv("LAB_ROOT"), *dir = getenv("LAB_STACK_DIR"),
+               *mp = getenv("LAB_MYSQL_PORT"), *rp = getenv("LAB_REDIS_PORT");
+    if (!inv || !ord || !root || !dir || !mp || !rp) {
+        fprintf(stderr, "run me through tests/run (LAB_* addresses missing)\n");
+        return -1;
+    }
+    const char *comma = strchr(inv, ',');
+    if (!comma) {
+        fprintf(stderr, "LAB_INVENTORY_URLS needs two instances\n");
+        return -1;
+    }
+    snprintf(it.inventory[0], sizeof(it.inventory[0]), "%.*s", (int)(comma - inv), inv);
+    snprintf(it.inventory[1], sizeof(it.inventory[1]), "%s", comma + 1);
+    snprintf(it.order, sizeof(it.order), "%s", ord);
+    snprintf(it.root, sizeof(it.root), "%s", root);
+    snprintf(it.stack_dir, sizeof(it.stack_dir), "%s", dir);
+    it.mysql_port = atol(mp);
+    it.redis_port = atol(rp);
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    return 0;
+}
+
+struct sink { char *buf; size_t cap, len; };
+
+static size_t on_body(char *d, size_t s, size_t n, void *u)
+{
+    struct sink *k = u;
+    size_t len = s * n;
+    if (!k->buf)
+        return len;
+    size_t room = k->cap - 1 - k->len, take = len < room ? len : room;
+    memcpy(k->buf + k->len, d, take);
+    k->len += take;
+    k->buf[k->len] = '\0';
+    return len;
+}
+
+static long perform(CURL *h, const char *method, const char *url, const char *body,
+                    struct sink *k)
+{
+    curl_easy_reset(h);
+    struct curl_slist *hd = curl_slist_append(NULL, "Content-Type: application/json");
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hd);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, 30000L);
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, 2000L);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, k);
+    if (body)
+        curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+    long status = 0;
+    if (curl_easy_perform(h) == CURLE_OK)
+        curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+    curl_slist_free_all(hd);
+    return status;
+}
+
+long it_http(const char *method, const char *url, const char *body, struct it_resp *r)
+{
+    memset(r, 0, sizeof(*r));
+    CURL *h = curl_easy_init();
+    if (!h)
+        return 0;
+    struct sink k = {r->body, sizeof(r->body), 0};
+    r->status = perform(h, method, url, body, &k);
+    curl_easy_cleanup(h);
+    r->json = r->body[0] ? json_loads(r->body, 0, NULL) : NULL;
+    return r->status;
+}
+
+void it_resp_free(struct it_resp *r)
+{
+    if (r && r->json) {
+        json_decref(r->json);
+        r->json = NULL;
+    }
+}
+
+long it_status(const char *method, const char *url, const char *body)
+{
+    struct it_resp r;
+    long s = it_http(method, url, body, &r);
+    it_resp_free(&r);
+    return s;
+}
+
+long it_seed(const char *sku, long long stock)
+{
+    char url[512], body[128];
+    snprintf(url, sizeof(url), "%s/inventory/%s", it.inventory[0], sku);
+    snprintf(body, sizeof(body), "{\"stock\":%lld,\"segments\":4}", stock);
+    return it_status("PUT", url, body);
+}
+
+int it_audit(const char *sku, struct it_audit *a)
+{
+    char url[512];
+    snprintf(url, sizeof(url), "%s/inventory/%s/audit", it.inventory[0], sku);
+    struct it_resp r;
+    memset(a, 0, sizeof(*a));
+    if (it_http("GET", url, NULL, &r) != 200 || !r.json) {
+        it_resp_free(&r);
+        return -1;
+    }
+    json_int_t i, s, so, o, l;
+    int c;
+    int rc = json_unpack(r.json, "{s:I,s:I,s:I,s:I,s:I,s:b}", "initial", &i, "stock", &s,
+                         "sold", &so, "oversold", &o, "lost_updates", &l, "consistent", &c);
+    it_resp_free(&r);
+    if (rc)
+        return -1;
+    *a = (struct it_audit){i, s, so, o, l, c};
+    return 0;
+}
+
+struct worker { struct it_load *l; atomic_int *next; int by_status[600]; };
+
+static void *hammer_thread(void *p)
+{
+    struct worker *w = p;
+    CURL *h = curl_easy_init();
+    char body[1024];
+    struct sink k = {0};
+    for (;;) {
+        int n = atomic_fetch_add(w->next, 1);
+        if (n >= w->l->total || !h)
+            break;
+        snprintf(body, sizeof(body), w->l->body_fmt, n);
+        long s = perform(h, w->l->method, w->l->urls[n % w->l->nurls],
+                         w->l->body_fmt[0] ? body : NULL, &k);
+        w->by_status[s >= 0 && s < 600 ? s : 0]++;
+    }
+    curl_easy_cleanup(h);
+    return NULL;
+}
+
+void it_hammer(struct it_load *l)
+{
+    memset(l->by_status, 0, sizeof(l->by_status));
+    atomic_int next = 0;
+    int n = l->clients;
+    struct worker *w = calloc((size_t)n, sizeof(*w));
+    pthread_t *t = calloc((size_t)n, sizeof(*t));
+    if (!w || !t) {
+        free(w);
+        free(t);
+        return;
+    }
+    for (int i = 0; i < n; i++) {
+        w[i].l = l;
+        w[i].next = &next;
+        pthread_create(&t[i], NULL, hammer_thread, &w[i]);
+    }
+    for (int i = 0; i < n; i++) {
+        pthread_join(t[i], NULL);
+        for (int s = 0; s < 600; s++)
+            l->by_status[s] += w[i].by_status[s];
+    }
+    free(w);
+    free(t);
+}
+
+int it_stack(const char *verb, const char *name)
+{
+    char cmd[2048];
+    snprintf(cmd, sizeof(cmd), "'%s/deploy/local/stack' %s %s --dir '%s' >/dev/null 2>&1",
+             it.root, verb, name, it.stack_dir);
+    return system(cmd);
+}
+
+int it_wait_status(const char *url, long status, long timeout_ms)
+{
+    struct timespec nap = {0, 100 * 1000000L};
+    for (long waited = 0; waited <= timeout_ms; waited += 100) {
+        if (it_status("GET", url, NULL) == status)
+            return 0;
+        nanosleep(&nap, NULL);
+    }
+    return -1;
+}
+
+int it_sql(const char *sql)
+{
+    char cmd[2048];
+    snprintf(cmd, sizeof(cmd),
+             "mariadb --no-defaults -h127.0.0.1 -P%ld -uroot -e \"%s\" >/dev/null 2>&1",
+             it.mysql_port, sql);
+    return system(cmd);
+}
+
+long long it_sql_value(const char *sql)
+{
+    char cmd[2048];
+    snprintf(cmd, sizeof(cmd),
+             "mariadb --no-defaults -h127.0.0.1 -P%ld -uroot -N -B -e \"%s\" 2>/dev/null",
+             it.mysql_port, sql);
+    FILE *p = popen(cmd, "r");
+    if (!p)
+        return -1;
+    long long v = -1;
+    if (fscanf(p, "%lld", &v) != 1)
+        v = -1;
+    pclose(p);
+    return v;
+}

@@ -1,0 +1,66 @@
+/* Helpers for integration tests against the stack tests/run started:
+ * addresses from the environment, HTTP with libcurl, concurrent load with
+ * one curl handle per thread, audits, stack process control. */
+#ifndef ITEST_H
+#define ITEST_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+struct it_env {
+    char inventory[2][128];   /* LAB_INVENTORY_URLS */
+    char order[128];          /* LAB_ORDER_URL */
+    char root[512];           /* LAB_ROOT */
+    char stack_dir[512];      /* LAB_STACK_DIR */
+    long mysql_port;
+    long redis_port;
+};
+
+extern struct it_env it;
+
+/* Read the environment; returns -1 (and prints why) when not run by tests/run. */
+int it_setup(void);
+
+struct it_resp {
+    long status;              /* 0 on transport failure */
+    char body[8192];
+    json_t *json;             /* parsed body or NULL; freed by it_resp_free */
+};
+
+/* One request (body NULL: no body). Returns status (0 transport failure). */
+long it_http(const char *method, const char *url, const char *body, struct it_resp *r);
+void it_resp_free(struct it_resp *r);
+/* Status only; the body is discarded. */
+long it_status(const char *method, const char *url, const char *body);
+
+/* PUT /inventory/{sku} on the first instance; returns the HTTP status. */
+long it_seed(const char *sku, long long stock);
+
+struct it_audit { long long initial, stock, sold, oversold, lost_updates; int consistent; };
+/* GET audit; 0 on success. */
+int it_audit(const char *sku, struct it_audit *a);
+
+/* Fire `total` requests from `clients` threads. body_fmt is a printf format
+ * taking one int (the request number) to make order ids unique; urls are
+ * used round-robin per request. Counts answers by status. */
+struct it_load {
+    int total;
+    int clients;
+    const char *const *urls;
+    int nurls;
+    const char *method;
+    const char *body_fmt;
+    int by_status[600];       /* index = HTTP status, [0] = transport failures */
+};
+void it_hammer(struct it_load *l);
+
+/* deploy/local/stack VERB NAME on the test stack; returns the exit status. */
+int it_stack(const char *verb, const char *name);
+/* Poll GET url until it answers `status` or timeout_ms passes; 0 on success. */
+int it_wait_status(const char *url, long status, long timeout_ms);
+/* Run one SQL statement with the mariadb client on the test MariaDB. */
+int it_sql(const char *sql);
+/* Integer result of a one-value SQL query, or -1. */
+long long it_sql_value(const char *sql);
+
+#endif
