@@ -1,0 +1,157 @@
+/* Guard registry: lookup, names list, and the table's promises. Iterates
+ * guard_all() so guards added later are covered without editing this file. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "guard.h"
+
+static void test_find_every_guard(void **state)
+{
+    (void)state;
+    size_t n = 0;
+    const struct guard *const *all = guard_all(&n);
+    assert_non_null(all);
+    assert_true(n >= 5);
+    for (size_t i = 0; i < n; i++) {
+        assert_non_null(all[i]);
+        assert_non_null(all[i]->name);
+        const struct guard *g = guard_find(all[i]->name);
+        if (g != all[i])
+            fail_msg("guard_find(\"%s\") did not return its table entry", all[i]->name);
+    }
+}
+
+static void test_find_unknown(void **state)
+{
+    (void)state;
+    static const struct { const char *label, *name; } cases[] = {
+        {"NULL", NULL},
+        {"empty", ""},
+        {"unknown", "no-such-guard"},
+        {"case differs", "NONE"},
+        {"prefix", "for"},
+        {"trailing space", "none "},
+        {"leading space", " mutex"},
+        {"longer", "mutexes"},
+        {"list text", "none, mutex"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        if (guard_find(cases[i].name) != NULL)
+            fail_msg("%s: guard_find returned a guard", cases[i].label);
+}
+
+static void test_names_unique_and_wellformed(void **state)
+{
+    (void)state;
+    size_t n = 0;
+    const struct guard *const *all = guard_all(&n);
+    for (size_t i = 0; i < n; i++) {
+        const char *name = all[i]->name;
+        assert_true(strlen(name) > 0);
+        /* Names travel in JSON, headers and comma lists. */
+        if (strspn(name, "abcdefghijklmnopqrstuvwxyz0123456789-") != strlen(name))
+            fail_msg("guard name \"%s\" has characters outside [a-z0-9-]", name);
+        if (strlen(name) >= sizeof(((struct deduct_res *)0)->guard))
+            fail_msg("guard name \"%s\" does not fit deduct_res.guard", name);
+        for (size_t j = i + 1; j < n; j++)
+            if (strcmp(name, all[j]->name) == 0)
+                fail_msg("guard name \"%s\" appears twice (%zu and %zu)", name, i, j);
+    }
+}
+
+static void test_names_list(void **state)
+{
+    (void)state;
+    size_t n = 0;
+    const struct guard *const *all = guard_all(&n);
+    const char *list = guard_names();
+    assert_non_null(list);
+    assert_ptr_equal(guard_names(), list);   /* built once */
+
+    /* Split "a, b, c" and expect exactly the table, in table order. */
+    char *copy = strdup(list);
+    assert_non_null(copy);
+    size_t k = 0;
+    char *save = NULL;
+    for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        while (*tok == ' ')
+            tok++;
+        if (k >= n)
+            fail_msg("guard_names() lists more than %zu names: %s", n, list);
+        if (strcmp(tok, all[k]->name) != 0)
+            fail_msg("guard_names() item %zu is \"%s\", table has \"%s\"", k, tok,
+                     all[k]->name);
+        k++;
+    }
+    free(copy);
+    if (k != n)
+        fail_msg("guard_names() lists %zu names, table has %zu: %s", k, n, list);
+}
+
+static void test_every_guard_described(void **state)
+{
+    (void)state;
+    size_t n = 0;
+    const struct guard *const *all = guard_all(&n);
+    for (size_t i = 0; i < n; i++) {
+        const struct guard *g = all[i];
+        if (!g->how || !*g->how)
+            fail_msg("guard %s has no `how` text", g->name);
+        if (!g->expect || !*g->expect)
+            fail_msg("guard %s has no `expect` text", g->name);
+        if (!g->deduct)
+            fail_msg("guard %s has no deduct function", g->name);
+        if (strchr(g->how, '\n') || strchr(g->expect, '\n'))
+            fail_msg("guard %s: how/expect must be one line", g->name);
+        if (g->safe_across_instances != 0 && g->safe_across_instances != 1)
+            fail_msg("guard %s: safe_across_instances is %d", g->name,
+                     g->safe_across_instances);
+    }
+}
+
+static void test_safety_flags(void **state)
+{
+    (void)state;
+    static const struct { const char *name; int safe; } known[] = {
+        {"none", 0},
+        {"mutex", 0},
+        {"for-update", 1},
+        {"optimistic", 1},
+        {"conditional-update", 1},
+    };
+    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) {
+        const struct guard *g = guard_find(known[i].name);
+        if (!g)
+            fail_msg("guard %s is missing", known[i].name);
+        if (g->safe_across_instances != known[i].safe)
+            fail_msg("guard %s: safe_across_instances=%d, want %d", known[i].name,
+                     g->safe_across_instances, known[i].safe);
+    }
+    /* An unsafe guard must say so in its expectation, a safe one must not. */
+    size_t n = 0;
+    const struct guard *const *all = guard_all(&n);
+    for (size_t i = 0; i < n; i++)
+        if (!all[i]->safe_across_instances && !strstr(all[i]->expect, "oversell"))
+            fail_msg("unsafe guard %s does not mention oversells: %s", all[i]->name,
+                     all[i]->expect);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_find_every_guard),
+        cmocka_unit_test(test_find_unknown),
+        cmocka_unit_test(test_names_unique_and_wellformed),
+        cmocka_unit_test(test_names_list),
+        cmocka_unit_test(test_every_guard_described),
+        cmocka_unit_test(test_safety_flags),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
