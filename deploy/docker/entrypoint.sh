@@ -48,7 +48,7 @@ case "$role" in
         mkdir -p "$out" 2>/dev/null || true
         if [ ! -w "$out" ]; then
             echo "lab-entrypoint: reports folder $out is not writable by uid $(id -u);" \
-                 "on the host: mkdir -p reports, then set LAB_UID/LAB_GID in deploy/.env" \
+                 "on the host: mkdir -p reports, then set OVERSELL_UID/OVERSELL_GID in deploy/.env" \
                  "to the owner's (id -u, id -g)" >&2
             exit 1
         fi

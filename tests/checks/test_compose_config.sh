@@ -18,13 +18,13 @@ done
 [ -n "$py" ] || { echo "$name: skip: no python3 with yaml (Debian: python3-yaml)"; exit 77; }
 [ -f "$compose_file" ] || fail "$compose_file missing"
 
-# Keep the caller's compose settings (and GUARD) out of the check;
-# DC_GUARD=name sets GUARD as a user's shell would.
+# An empty environment: only deploy/.env feeds the substitutions, as for a
+# user with a clean shell; DC_GUARD=name sets GUARD as a user's shell would.
 dc() {
     local set_guard=()
     [ -n "${DC_GUARD:-}" ] && set_guard=("GUARD=$DC_GUARD")
-    env -u COMPOSE_FILE -u COMPOSE_PROFILES -u COMPOSE_PROJECT_NAME -u GUARD \
-        "${set_guard[@]}" docker-compose -f "$compose_file" "$@"
+    env -i PATH="$PATH" HOME="${HOME:-/tmp}" "${set_guard[@]}" \
+        docker-compose -f "$compose_file" "$@"
 }
 oneline() { tr '\n' ' ' | cut -c1-300; }
 

@@ -26,7 +26,9 @@ case "$build" in /*) ;; *) build=$PWD/$build ;; esac
 tmp=$(mktemp -d) || fail "mktemp"
 trap 'rm -rf "$tmp"' EXIT
 
-env -u COMPOSE_FILE -u COMPOSE_PROFILES -u COMPOSE_PROJECT_NAME \
+# An empty environment: only deploy/.env feeds the substitutions, as for a
+# user with a clean shell (tests/run exports LAB_MYSQL_PORT and friends).
+env -i PATH="$PATH" HOME="${HOME:-/tmp}" \
     docker-compose -f "$compose_file" config >"$tmp/config.yml" 2>"$tmp/err" \
     || fail "docker-compose config: $(tr '\n' ' ' <"$tmp/err" | cut -c1-300)"
 
