@@ -5,6 +5,8 @@
 # table in services/ROLE/*config*.c; every option whose default points at
 # loopback is overridden (a container's 127.0.0.1 is itself). Variables set on
 # the bench `loadtest` container must be read by loadtest/compare (or loadgen).
+# With the binaries built, each container's environment is also fed to the
+# binary, which parses it before printing --help: every value must parse.
 # Exit 0 pass, 77 skip (no docker-compose / python3-yaml, or neither the
 # binaries nor the config tables exist yet), 1 fail. No engine, no network.
 set -u
@@ -42,10 +44,10 @@ for role in inventory order loadgen; do
     fi
 done
 
-"$py" - "$tmp" <<'PY'
-import glob, os, re, sys, yaml
+"$py" - "$tmp" "$build" <<'PY'
+import glob, os, re, subprocess, sys, yaml
 
-tmp = sys.argv[1]
+tmp, build = sys.argv[1], sys.argv[2]
 name = "test_compose_env"
 cfg = yaml.safe_load(open(os.path.join(tmp, "config.yml")))
 services = cfg.get("services") or {}
@@ -112,6 +114,22 @@ for role in ("inventory", "order"):
                     problems.append(f"{svc} leaves {var} at its loopback default {default}")
             if env.get("BIND") not in ("0.0.0.0", "::"):
                 problems.append(f"{svc}: BIND must be 0.0.0.0 in a container, is {env.get('BIND')!r}")
+    # The binary parses the environment before it prints --help: run it with
+    # each container's environment, so every value must parse and fit.
+    binary = os.path.join(build, "bin", role)
+    if os.access(binary, os.X_OK):
+        for svc in users:
+            env = {k: "" if v is None else str(v) for k, v in env_of(services[svc]).items()}
+            env["PATH"] = "/usr/bin:/bin"
+            try:
+                r = subprocess.run([binary, "--help"], env=env, timeout=10,
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            except subprocess.TimeoutExpired:
+                problems.append(f"{svc}: {role} --help hung with the container's environment")
+                continue
+            if r.returncode != 0:
+                problems.append(f"{svc}: {role} rejects the container's environment: "
+                                + " ".join(r.stderr.split())[:200])
 
 # The bench runner: its variables must be read by the scripts it runs.
 bench = sorted(n for n, s in services.items() if role_of(s) == "compare")
