@@ -104,6 +104,7 @@ int db_ensure(struct db_conn *c)
         return c->err = DB_EUNAVAIL;
     }
     c->my = my;
+    c->in_txn = 0;
     char sql[96];
     snprintf(sql, sizeof(sql), "SET SESSION innodb_lock_wait_timeout=%ld",
              f->lock_wait_s > 0 ? f->lock_wait_s : 5);
@@ -198,8 +199,8 @@ static MYSQL_STMT *cached_stmt(struct db_conn *c, const char *sql)
     return st;
 }
 
-long long db_run(struct db_conn *c, const char *sql, const char *in,
-                 const char *out, ...)
+static long long run_once(struct db_conn *c, const char *sql, const char *in,
+                          const char *out, va_list args)
 {
     if (db_ensure(c) != DB_OK)
         return DB_EUNAVAIL;
@@ -221,7 +222,7 @@ long long db_run(struct db_conn *c, const char *sql, const char *in,
     memset(rb, 0, sizeof(rb));
 
     va_list ap;
-    va_start(ap, out);
+    va_copy(ap, args);
     for (size_t i = 0; i < nin; i++) {
         switch (in[i]) {
         case 's': {
@@ -314,6 +315,31 @@ long long db_run(struct db_conn *c, const char *sql, const char *in,
     return result;
 }
 
+/* A connection can die between two requests (server restarted). Reading
+ * again on a fresh connection is safe when no transaction is open and the
+ * statement only reads: nothing was written, nothing can be applied twice. */
+static int may_retry(const struct db_conn *c, int rc, int was_connected, const char *sql)
+{
+    return rc == DB_EUNAVAIL && was_connected && !c->in_txn &&
+           strncmp(sql, "SELECT", 6) == 0;
+}
+
+long long db_run(struct db_conn *c, const char *sql, const char *in,
+                 const char *out, ...)
+{
+    va_list ap;
+    va_start(ap, out);
+    int was_connected = c->my != NULL;
+    long long rc = run_once(c, sql, in, out, ap);
+    va_end(ap);
+    if (may_retry(c, (int)rc, was_connected, sql)) {
+        va_start(ap, out);
+        rc = run_once(c, sql, in, out, ap);
+        va_end(ap);
+    }
+    return rc;
+}
+
 int db_exec(struct db_conn *c, const char *sql)
 {
     if (db_ensure(c) != DB_OK)
@@ -326,11 +352,27 @@ int db_exec(struct db_conn *c, const char *sql)
     return c->err = DB_OK;
 }
 
-int db_begin(struct db_conn *c) { return db_exec(c, "START TRANSACTION"); }
-int db_commit(struct db_conn *c) { return db_exec(c, "COMMIT"); }
+int db_begin(struct db_conn *c)
+{
+    int was_connected = c->my != NULL;
+    c->in_txn = 0;
+    int rc = db_exec(c, "START TRANSACTION");
+    if (rc == DB_EUNAVAIL && was_connected)   /* nothing started yet: safe */
+        rc = db_exec(c, "START TRANSACTION");
+    c->in_txn = rc == DB_OK;
+    return rc;
+}
+
+int db_commit(struct db_conn *c)
+{
+    int rc = db_exec(c, "COMMIT");
+    c->in_txn = 0;
+    return rc;
+}
 
 void db_rollback(struct db_conn *c)
 {
+    c->in_txn = 0;
     if (c->my && mysql_query(c->my, "ROLLBACK") != 0)
         disconnect(c);
 }

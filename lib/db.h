@@ -32,6 +32,7 @@ struct db_conn {
     int err;                 /* last DB_E* code, 0 when fine */
     unsigned int my_errno;   /* server/client errno of the last failure */
     char errstr[128];
+    int in_txn;              /* between db_begin and commit/rollback */
     double last_used;        /* monotonic seconds; idle connections get a ping */
     struct { const char *sql; MYSQL_STMT *stmt; } cache[DB_STMT_CACHE];
 };

@@ -23,7 +23,7 @@ int it_setup(void);
 
 struct it_resp {
     long status;              /* 0 on transport failure */
-    char body[8192];
+    char body[131072];
     json_t *json;             /* parsed body or NULL; freed by it_resp_free */
 };
 
