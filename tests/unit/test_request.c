@@ -1,0 +1,380 @@
+/* Request validation: identifiers, and labelled tables of bodies for
+ * deduct, seed and release. Error texts are checked loosely (they name the
+ * field) so wording can change. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <string.h>
+
+#include "request.h"
+
+#define A16 "aaaaaaaaaaaaaaaa"
+#define A64 A16 A16 A16 A16
+#define A65 A64 "a"
+
+static const struct req_defaults defaults = {.lock_wait_ms = 3000, .lock_ttl_ms = 30000};
+
+/* ---- req_check_id ----------------------------------------------------- */
+
+static void test_check_id(void **state)
+{
+    (void)state;
+    static const struct { const char *label, *id; int ok; } cases[] = {
+        {"minimal",            "A",            1},
+        {"typical sku",        "SKU-1",        1},
+        {"punctuation",        "o-42_x.y:z~",  1},
+        {"64 bytes",           A64,            1},
+        {"65 bytes",           A65,            0},
+        {"empty",              "",             0},
+        {"NULL",               NULL,           0},
+        {"control char",       "a\x01" "b",    0},
+        {"tab",                "a\tb",         0},
+        {"newline",            "a\n",          0},
+        {"DEL",                "a\x7f",        0},
+        {"slash",              "a/b",          0},
+        {"question mark",      "a?b",          0},
+        {"leading slash",      "/etc",         0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char err[160] = "";
+        int rc = req_check_id("order_id", cases[i].id, err, sizeof err);
+        if ((rc == 0) != cases[i].ok)
+            fail_msg("%s: rc %d, want %s (err: %s)", cases[i].label, rc,
+                     cases[i].ok ? "valid" : "invalid", err);
+        if (!cases[i].ok && !strstr(err, "order_id"))
+            fail_msg("%s: error does not name the field: %s", cases[i].label, err);
+    }
+}
+
+/* ---- deduct: valid bodies --------------------------------------------- */
+
+struct deduct_ok {
+    const char *label, *body;
+    const char *sku, *order_id, *guard;
+    long qty, hold_ms, lock_wait_ms, lock_ttl_ms;
+    int watchdog;
+    enum lock_release release;
+    enum lock_acquire acquire;
+};
+
+static const struct deduct_ok deduct_ok_cases[] = {
+    {"valid minimal: defaults everywhere", "{\"sku\":\"SKU-1\"}",
+     "SKU-1", "", "", 1, 0, 3000, 30000, 1, RELEASE_TOKEN_LUA, ACQUIRE_SET_NX_PX},
+    {"API example",
+     "{\"sku\":\"SKU-1\",\"qty\":1,\"order_id\":\"o-42\",\"guard\":\"for-update\",\"hold_ms\":0}",
+     "SKU-1", "o-42", "for-update", 1, 0, 3000, 30000, 1, RELEASE_TOKEN_LUA, ACQUIRE_SET_NX_PX},
+    {"every field set",
+     "{\"sku\":\"S\",\"qty\":1000,\"order_id\":\"o\",\"guard\":\"redis-lock\",\"hold_ms\":10000,"
+     "\"lock_wait_ms\":0,\"lock_ttl_ms\":5,\"watchdog\":false,\"release\":\"plain-del\","
+     "\"acquire\":\"setnx-then-expire\"}",
+     "S", "o", "redis-lock", 1000, 10000, 0, 5, 0, RELEASE_PLAIN_DEL, ACQUIRE_SETNX_THEN_EXPIRE},
+    {"release get-then-del, watchdog true",
+     "{\"sku\":\"S\",\"release\":\"get-then-del\",\"watchdog\":true}",
+     "S", "", "", 1, 0, 3000, 30000, 1, RELEASE_GET_THEN_DEL, ACQUIRE_SET_NX_PX},
+    {"explicit safe lock options",
+     "{\"sku\":\"S\",\"release\":\"token-lua\",\"acquire\":\"set-nx-px\"}",
+     "S", "", "", 1, 0, 3000, 30000, 1, RELEASE_TOKEN_LUA, ACQUIRE_SET_NX_PX},
+    {"upper bounds", "{\"sku\":\"S\",\"lock_wait_ms\":60000,\"lock_ttl_ms\":600000}",
+     "S", "", "", 1, 0, 60000, 600000, 1, RELEASE_TOKEN_LUA, ACQUIRE_SET_NX_PX},
+    {"64-byte sku and order_id", "{\"sku\":\"" A64 "\",\"order_id\":\"" A64 "\"}",
+     A64, A64, "", 1, 0, 3000, 30000, 1, RELEASE_TOKEN_LUA, ACQUIRE_SET_NX_PX},
+    {"unknown guard name left to the service", "{\"sku\":\"S\",\"guard\":\"no-such\"}",
+     "S", "", "no-such", 1, 0, 3000, 30000, 1, RELEASE_TOKEN_LUA, ACQUIRE_SET_NX_PX},
+    {"whitespace around", " \n{ \"sku\" : \"S\" , \"qty\" : 7 }\n ",
+     "S", "", "", 7, 0, 3000, 30000, 1, RELEASE_TOKEN_LUA, ACQUIRE_SET_NX_PX},
+};
+
+static void test_deduct_valid(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof deduct_ok_cases / sizeof deduct_ok_cases[0]; i++) {
+        const struct deduct_ok *c = &deduct_ok_cases[i];
+        struct deduct_req r;
+        char guard[32], err[160] = "";
+        memset(&r, 0x7e, sizeof r);
+        memset(guard, 'x', sizeof guard);
+        if (req_parse_deduct(c->body, strlen(c->body), &defaults, &r, guard,
+                             sizeof guard, err, sizeof err) != 0)
+            fail_msg("%s: rejected: %s", c->label, err);
+        if (strcmp(r.sku, c->sku) || strcmp(r.order_id, c->order_id) ||
+            strcmp(guard, c->guard))
+            fail_msg("%s: sku '%s' order_id '%s' guard '%s'", c->label, r.sku,
+                     r.order_id, guard);
+        if (r.qty != c->qty || r.hold_ms != c->hold_ms ||
+            r.lock_wait_ms != c->lock_wait_ms || r.lock_ttl_ms != c->lock_ttl_ms)
+            fail_msg("%s: qty %ld hold %ld wait %ld ttl %ld", c->label, r.qty,
+                     r.hold_ms, r.lock_wait_ms, r.lock_ttl_ms);
+        if (r.watchdog != c->watchdog || r.release != c->release ||
+            r.acquire != c->acquire)
+            fail_msg("%s: watchdog %d release %d acquire %d", c->label, r.watchdog,
+                     (int)r.release, (int)r.acquire);
+    }
+}
+
+static void test_deduct_uses_len_not_nul(void **state)
+{
+    (void)state;
+    /* The body is (pointer, length): bytes past len are not read. */
+    const char body[] = "{\"sku\":\"S\"}GARBAGE";
+    struct deduct_req r;
+    char guard[32], err[160];
+    assert_int_equal(req_parse_deduct(body, 11, &defaults, &r, guard, sizeof guard,
+                                      err, sizeof err), 0);
+    assert_string_equal(r.sku, "S");
+    assert_int_not_equal(req_parse_deduct(body, strlen(body), &defaults, &r, guard,
+                                          sizeof guard, err, sizeof err), 0);
+}
+
+static void test_deduct_defaults_follow_instance(void **state)
+{
+    (void)state;
+    const struct req_defaults d = {.lock_wait_ms = 123, .lock_ttl_ms = 4567};
+    const char *body = "{\"sku\":\"S\"}";
+    struct deduct_req r, g;
+    char guard[32], err[160];
+    assert_int_equal(req_parse_deduct(body, strlen(body), &d, &r, guard, sizeof guard,
+                                      err, sizeof err), 0);
+    assert_int_equal(r.lock_wait_ms, 123);
+    assert_int_equal(r.lock_ttl_ms, 4567);
+
+    /* The seeds' GET deduction gets the same defaults and no sku/order. */
+    memset(&g, 0x7e, sizeof g);
+    req_default_deduct(&d, &g);
+    assert_int_equal(g.qty, 1);
+    assert_int_equal(g.hold_ms, 0);
+    assert_int_equal(g.lock_wait_ms, 123);
+    assert_int_equal(g.lock_ttl_ms, 4567);
+    assert_int_equal(g.watchdog, 1);
+    assert_int_equal(g.release, RELEASE_TOKEN_LUA);
+    assert_int_equal(g.acquire, ACQUIRE_SET_NX_PX);
+    assert_string_equal(g.sku, "");
+    assert_string_equal(g.order_id, "");
+}
+
+/* ---- deduct: invalid bodies ------------------------------------------- */
+
+/* A bare scalar is refused by the JSON layer ("'[' or '{' expected"). */
+static const struct { const char *label, *body, *mention; } deduct_bad_cases[] = {
+    {"malformed JSON",           "{\"sku\":",                          "JSON"},
+    {"not JSON at all",          "sku=S&qty=1",                        "JSON"},
+    {"trailing garbage",         "{\"sku\":\"S\"} x",                  "JSON"},
+    {"array body",               "[{\"sku\":\"S\"}]",                  "object"},
+    {"string body",              "\"S\"",                              "{"},
+    {"number body",              "42",                                 "{"},
+    {"null body",                "null",                               "{"},
+    {"empty object",             "{}",                                 "sku"},
+    {"qty 0",                    "{\"sku\":\"S\",\"qty\":0}",          "qty"},
+    {"qty -1",                   "{\"sku\":\"S\",\"qty\":-1}",         "qty"},
+    {"qty 1001",                 "{\"sku\":\"S\",\"qty\":1001}",       "qty"},
+    {"qty as string",            "{\"sku\":\"S\",\"qty\":\"1\"}",      "qty"},
+    {"qty 1.5",                  "{\"sku\":\"S\",\"qty\":1.5}",        "qty"},
+    {"qty 1.0 is not an integer", "{\"sku\":\"S\",\"qty\":1.0}",       "qty"},
+    {"qty true",                 "{\"sku\":\"S\",\"qty\":true}",       "qty"},
+    {"qty null",                 "{\"sku\":\"S\",\"qty\":null}",       "qty"},
+    {"qty huge",                 "{\"sku\":\"S\",\"qty\":9223372036854775807}", "qty"},
+    {"qty beyond int64",         "{\"sku\":\"S\",\"qty\":99999999999999999999}", "JSON"},
+    {"hold_ms 10001",            "{\"sku\":\"S\",\"hold_ms\":10001}",  "hold_ms"},
+    {"hold_ms -1",               "{\"sku\":\"S\",\"hold_ms\":-1}",     "hold_ms"},
+    {"lock_wait_ms 60001",       "{\"sku\":\"S\",\"lock_wait_ms\":60001}", "lock_wait_ms"},
+    {"lock_wait_ms -1",          "{\"sku\":\"S\",\"lock_wait_ms\":-1}", "lock_wait_ms"},
+    {"lock_ttl_ms 600001",       "{\"sku\":\"S\",\"lock_ttl_ms\":600001}", "lock_ttl_ms"},
+    {"sku missing",              "{\"qty\":1}",                        "sku"},
+    {"sku empty",                "{\"sku\":\"\"}",                     "sku"},
+    {"sku 65 bytes",             "{\"sku\":\"" A65 "\"}",              "sku"},
+    {"sku control char",         "{\"sku\":\"a\\u0001b\"}",            "sku"},
+    {"sku newline",              "{\"sku\":\"a\\nb\"}",                "sku"},
+    {"sku NUL escape",           "{\"sku\":\"a\\u0000b\"}",            "JSON"},
+    {"sku with slash",           "{\"sku\":\"a/b\"}",                  "sku"},
+    {"sku with question mark",   "{\"sku\":\"a?b\"}",                  "sku"},
+    {"sku number",               "{\"sku\":42}",                       "sku"},
+    {"sku null",                 "{\"sku\":null}",                     "sku"},
+    {"order_id with slash",      "{\"sku\":\"S\",\"order_id\":\"o/1\"}", "order_id"},
+    {"order_id empty",           "{\"sku\":\"S\",\"order_id\":\"\"}",  "order_id"},
+    {"order_id 65 bytes",        "{\"sku\":\"S\",\"order_id\":\"" A65 "\"}", "order_id"},
+    {"order_id number",          "{\"sku\":\"S\",\"order_id\":42}",    "order_id"},
+    {"guard empty",              "{\"sku\":\"S\",\"guard\":\"\"}",     "guard"},
+    {"guard not a string",       "{\"sku\":\"S\",\"guard\":1}",        "guard"},
+    {"guard too long",           "{\"sku\":\"S\",\"guard\":\"" A64 "\"}", "guard"},
+    {"release unknown",          "{\"sku\":\"S\",\"release\":\"del\"}", "release"},
+    {"release case differs",     "{\"sku\":\"S\",\"release\":\"Token-Lua\"}", "release"},
+    {"acquire unknown",          "{\"sku\":\"S\",\"acquire\":\"setnx\"}", "acquire"},
+    {"acquire empty",            "{\"sku\":\"S\",\"acquire\":\"\"}",   "acquire"},
+    {"watchdog \"yes\"",         "{\"sku\":\"S\",\"watchdog\":\"yes\"}", "watchdog"},
+    {"watchdog 1",               "{\"sku\":\"S\",\"watchdog\":1}",     "watchdog"},
+    {"watchdog null",            "{\"sku\":\"S\",\"watchdog\":null}",  "watchdog"},
+    {"duplicate sku",            "{\"sku\":\"A\",\"sku\":\"B\"}",      "duplicate"},
+    {"duplicate qty",            "{\"sku\":\"A\",\"qty\":1,\"qty\":1000}", "duplicate"},
+};
+
+static void test_deduct_invalid(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof deduct_bad_cases / sizeof deduct_bad_cases[0]; i++) {
+        const char *body = deduct_bad_cases[i].body;
+        struct deduct_req r;
+        char guard[32], err[160] = "";
+        memset(guard, 'x', sizeof guard);
+        if (req_parse_deduct(body, strlen(body), &defaults, &r, guard, sizeof guard,
+                             err, sizeof err) == 0)
+            fail_msg("%s: accepted %s", deduct_bad_cases[i].label, body);
+        if (!err[0] || !strstr(err, deduct_bad_cases[i].mention))
+            fail_msg("%s: error \"%s\" does not mention %s", deduct_bad_cases[i].label,
+                     err, deduct_bad_cases[i].mention);
+        if (guard[0] != '\0')
+            fail_msg("%s: guard left as \"%.*s\" after an error",
+                     deduct_bad_cases[i].label, (int)sizeof guard, guard);
+    }
+}
+
+static void test_deduct_empty_body(void **state)
+{
+    (void)state;
+    static const struct { const char *label, *body; size_t len; } cases[] = {
+        {"NULL body", NULL, 0},
+        {"zero length", "{\"sku\":\"S\"}", 0},
+        {"empty string", "", 0},
+        {"only spaces", "   ", 3},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct deduct_req r;
+        char guard[32], err[160] = "";
+        if (req_parse_deduct(cases[i].body, cases[i].len, &defaults, &r, guard,
+                             sizeof guard, err, sizeof err) == 0)
+            fail_msg("%s: accepted", cases[i].label);
+        if (!err[0])
+            fail_msg("%s: no error text", cases[i].label);
+    }
+}
+
+/* ---- seed ------------------------------------------------------------- */
+
+static void test_seed(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *label, *body;
+        int ok;
+        long long stock;
+        int segments;
+        const char *mention;   /* for errors */
+    } cases[] = {
+        {"API example",        "{\"stock\":1000,\"segments\":10}", 1, 1000, 10, NULL},
+        {"segments default",   "{\"stock\":1000}",                 1, 1000, REQ_SEGMENTS_DEFAULT, NULL},
+        {"stock 0",            "{\"stock\":0}",                    1, 0, REQ_SEGMENTS_DEFAULT, NULL},
+        {"stock max",          "{\"stock\":1000000000}",           1, REQ_STOCK_MAX, REQ_SEGMENTS_DEFAULT, NULL},
+        {"segments 1",         "{\"stock\":5,\"segments\":1}",     1, 5, 1, NULL},
+        {"segments 64",        "{\"stock\":5,\"segments\":64}",    1, 5, 64, NULL},
+        {"stock -1",           "{\"stock\":-1}",                   0, 0, 0, "stock"},
+        {"stock missing",      "{\"segments\":4}",                 0, 0, 0, "stock"},
+        {"stock over max",     "{\"stock\":1000000001}",           0, 0, 0, "stock"},
+        {"stock string",       "{\"stock\":\"1000\"}",             0, 0, 0, "stock"},
+        {"stock real",         "{\"stock\":10.5}",                 0, 0, 0, "stock"},
+        {"stock null",         "{\"stock\":null}",                 0, 0, 0, "stock"},
+        {"segments 0",         "{\"stock\":5,\"segments\":0}",     0, 0, 0, "segments"},
+        {"segments 65",        "{\"stock\":5,\"segments\":65}",    0, 0, 0, "segments"},
+        {"segments -1",        "{\"stock\":5,\"segments\":-1}",    0, 0, 0, "segments"},
+        {"segments string",    "{\"stock\":5,\"segments\":\"4\"}", 0, 0, 0, "segments"},
+        {"duplicate stock",    "{\"stock\":5,\"stock\":6}",        0, 0, 0, "duplicate"},
+        {"array body",         "[1000]",                           0, 0, 0, "object"},
+        {"malformed",          "{\"stock\":}",                     0, 0, 0, "JSON"},
+        {"empty body",         "",                                 0, 0, 0, "body"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        long long stock = -42;
+        int segments = -42;
+        char err[160] = "";
+        int rc = req_parse_seed(cases[i].body, strlen(cases[i].body), &stock,
+                                &segments, err, sizeof err);
+        if ((rc == 0) != cases[i].ok)
+            fail_msg("%s: rc %d (err: %s)", cases[i].label, rc, err);
+        if (cases[i].ok && (stock != cases[i].stock || segments != cases[i].segments))
+            fail_msg("%s: stock %lld segments %d, want %lld %d", cases[i].label, stock,
+                     segments, cases[i].stock, cases[i].segments);
+        if (!cases[i].ok && !strstr(err, cases[i].mention))
+            fail_msg("%s: error \"%s\" does not mention %s", cases[i].label, err,
+                     cases[i].mention);
+    }
+    /* NULL body is the empty body. */
+    long long stock;
+    int segments;
+    char err[160] = "";
+    assert_int_not_equal(req_parse_seed(NULL, 0, &stock, &segments, err, sizeof err), 0);
+    assert_true(err[0] != '\0');
+}
+
+/* ---- release ---------------------------------------------------------- */
+
+static void test_release(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *label, *body;
+        int ok;
+        const char *want;      /* order_id when ok, mention when not */
+    } cases[] = {
+        {"API example",          "{\"order_id\":\"o-42\"}",               1, "o-42"},
+        {"64 bytes",             "{\"order_id\":\"" A64 "\"}",           1, A64},
+        {"extra sku ignored",    "{\"order_id\":\"o\",\"sku\":\"S\"}",  1, "o"},
+        {"without order_id",     "{\"sku\":\"S\"}",                       0, "order_id"},
+        {"empty object",         "{}",                                    0, "order_id"},
+        {"order_id empty",       "{\"order_id\":\"\"}",                   0, "order_id"},
+        {"order_id 65 bytes",    "{\"order_id\":\"" A65 "\"}",           0, "order_id"},
+        {"order_id slash",       "{\"order_id\":\"a/b\"}",                0, "order_id"},
+        {"order_id control",     "{\"order_id\":\"a\\u001fb\"}",          0, "order_id"},
+        {"order_id number",      "{\"order_id\":42}",                     0, "order_id"},
+        {"order_id null",        "{\"order_id\":null}",                   0, "order_id"},
+        {"duplicate order_id",   "{\"order_id\":\"a\",\"order_id\":\"b\"}", 0, "duplicate"},
+        {"array body",           "[\"o-42\"]",                            0, "object"},
+        {"malformed",            "{\"order_id\"",                         0, "JSON"},
+        {"empty body",           "",                                      0, "body"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char id[GUARD_ID_MAX + 1] = "untouched", err[160] = "";
+        int rc = req_parse_release(cases[i].body, strlen(cases[i].body), id, sizeof id,
+                                   err, sizeof err);
+        if ((rc == 0) != cases[i].ok)
+            fail_msg("%s: rc %d (err: %s)", cases[i].label, rc, err);
+        if (cases[i].ok && strcmp(id, cases[i].want) != 0)
+            fail_msg("%s: order_id \"%s\", want \"%s\"", cases[i].label, id, cases[i].want);
+        if (!cases[i].ok && !strstr(err, cases[i].want))
+            fail_msg("%s: error \"%s\" does not mention %s", cases[i].label, err,
+                     cases[i].want);
+    }
+}
+
+static void test_errors_fit_small_buffers(void **state)
+{
+    (void)state;
+    /* err is bounded by errlen and always terminated. */
+    char err[8];
+    memset(err, 'x', sizeof err);
+    assert_int_not_equal(req_check_id("order_id", "", err, sizeof err), 0);
+    assert_int_equal(strlen(err), sizeof err - 1);
+    struct deduct_req r;
+    char guard[32];
+    const char *body = "{\"qty\":\"x\"}";
+    memset(err, 'x', sizeof err);
+    assert_int_not_equal(req_parse_deduct(body, strlen(body), &defaults, &r, guard,
+                                          sizeof guard, err, sizeof err), 0);
+    assert_true(memchr(err, '\0', sizeof err) != NULL);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_check_id),
+        cmocka_unit_test(test_deduct_valid),
+        cmocka_unit_test(test_deduct_uses_len_not_nul),
+        cmocka_unit_test(test_deduct_defaults_follow_instance),
+        cmocka_unit_test(test_deduct_invalid),
+        cmocka_unit_test(test_deduct_empty_body),
+        cmocka_unit_test(test_seed),
+        cmocka_unit_test(test_release),
+        cmocka_unit_test(test_errors_fit_small_buffers),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
