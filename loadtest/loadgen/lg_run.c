@@ -481,8 +481,11 @@ static void *worker_main(void *arg)
         now = lg_now_us();
         if (w->end_us && now >= w->end_us)
             break;
-        if (now >= w->next_due)
+        if (now >= w->next_due) {
             service_timers(w, now);
+            if (w->active == 0)
+                break;
+        }
         uint64_t wake = w->next_due;
         if (w->end_us && w->end_us < wake)
             wake = w->end_us;
