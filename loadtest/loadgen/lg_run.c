@@ -202,6 +202,12 @@ static void conn_idle(struct lg_conn *c, uint64_t now)
         c->due = 0;
         return;
     }
+    const struct lg_plan *p = w->plan;
+    if (p->requests &&
+        atomic_load_explicit(&lg_next_seq, memory_order_relaxed) - p->seq_start >= p->requests) {
+        conn_finish(c);   /* every request is claimed: don't wait for a slot */
+        return;
+    }
     if (w->interval_us > 0 && c->next_send > (double)now) {
         set_due(c, (uint64_t)ceil(c->next_send));
         return;
@@ -486,12 +492,24 @@ static void *worker_main(void *arg)
             if (w->active == 0)
                 break;
         }
+        if (w->plan->requests && w->interval_us > 0 &&
+            atomic_load_explicit(&lg_next_seq, memory_order_relaxed) - w->plan->seq_start >=
+                w->plan->requests) {
+            /* open loop, all requests claimed: idle connections need not
+             * wait for their next slot to learn it */
+            for (size_t i = 0; i < w->nconns; i++)
+                if (w->conns[i].state == C_READY)
+                    conn_finish(&w->conns[i]);
+            if (w->active == 0)
+                break;
+        }
         uint64_t wake = w->next_due;
         if (w->end_us && w->end_us < wake)
             wake = w->end_us;
         uint64_t wait_us = wake > now ? wake - now : 0;
-        if (wait_us > LG_TICK_MS * 1000)
-            wait_us = LG_TICK_MS * 1000;
+        uint64_t tick = w->plan->requests && w->interval_us > 0 ? 10000 : LG_TICK_MS * 1000;
+        if (wait_us > tick)
+            wait_us = tick;
         int n = wait_events(w->epfd, evs, wait_us);
         if (n < 0 && errno != EINTR)
             break;
