@@ -59,6 +59,7 @@ TOOLS  := $(patsubst loadtest/tools/%.c,$(BUILD)/bin/%,$(TOOL_SRC))
 UNITS  := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%,$(UNIT_SRC))
 ITESTS := $(patsubst tests/integration/%.c,$(BUILD)/tests/integration/%,$(IT_SRC))
 
+.SECONDARY:
 .PHONY: all test unit itest asan tsan demo bench clean stack-up stack-down
 all: $(BINS) $(TOOLS) $(UNITS) $(ITESTS)
 

@@ -120,7 +120,7 @@ int cfg_parse(const struct cfg_opt *opts, size_t nopts, void *conf,
     longopts[nopts] = (struct option){"help", no_argument, NULL, 'h'};
     longopts[nopts + 1] = (struct option){0, 0, 0, 0};
 
-    optind = 1;
+    optind = 0;   /* 0, not 1: also resets glibc's state from an earlier parse */
     opterr = 0;
     int c;
     while ((c = getopt_long(argc, argv, "+h", longopts, NULL)) != -1) {

@@ -12,7 +12,8 @@
 #include <string.h>
 
 extern const struct guard guard_none, guard_mutex, guard_for_update,
-    guard_optimistic, guard_conditional_update;
+    guard_optimistic, guard_conditional_update, guard_redis_lock, guard_segmented,
+    guard_redis_decr, guard_redlock, guard_lock_table;
 
 static const struct guard *const guards[] = {
     &guard_none,
@@ -20,6 +21,11 @@ static const struct guard *const guards[] = {
     &guard_optimistic,
     &guard_for_update,
     &guard_conditional_update,
+    &guard_redis_lock,
+    &guard_segmented,
+    &guard_redis_decr,
+    &guard_redlock,
+    &guard_lock_table,
 };
 
 #define NGUARDS (sizeof(guards) / sizeof(guards[0]))
@@ -137,6 +143,38 @@ int guard_rmw(const char *guard_name, const struct guard_env *env,
     res->remaining = remaining;
     res->qty = req->qty;
     return 0;
+}
+
+int guard_record_relative(const char *guard_name, const struct guard_env *env,
+                          const struct deduct_req *req, struct deduct_res *res)
+{
+    long long n, stock = 0, version;
+    if ((n = db_begin(env->db)) < 0 || (n = store_add_stock(env->db, req->sku, -req->qty)) < 0)
+        goto fail;
+    if (n == 0) {
+        db_rollback(env->db);
+        res->outcome = DEDUCT_UNKNOWN_SKU;
+        return -1;
+    }
+    int found = store_read(env->db, req->sku, 0, &stock, &version);
+    if (found <= 0) {
+        n = found < 0 ? found : DB_ERR;
+        goto fail;
+    }
+    if ((n = store_ledger_insert(env->db, req->order_id, req->sku, req->qty, stock,
+                                 guard_name, env->instance)) < 0 ||
+        (n = db_commit(env->db)) < 0)
+        goto fail;
+    res->outcome = DEDUCT_SOLD;
+    res->remaining = stock;
+    return 0;
+fail:
+    db_rollback(env->db);
+    if (n == DB_EDUP)
+        guard_conflict_duplicate(env, req, res);
+    else
+        guard_db_failure(env->db, (int)n, res);
+    return -1;
 }
 
 static const char *outcome_name(enum deduct_outcome o)

@@ -78,6 +78,9 @@ struct guard {
     /* Optional: give `qty` units back to side state on release. */
     int (*release)(const struct guard_env *env, const char *sku, long qty,
                    struct deduct_res *res);
+    /* Optional: add this guard's side state of `sku` to a JSON object
+     * (GET /inventory/{sku}); `out` is a json_t *. */
+    int (*describe)(const struct guard_env *env, const char *sku, void *out);
 };
 
 /* Lookup by name; NULL when unknown. */
@@ -97,6 +100,13 @@ int guard_deduct(const struct guard *g, const struct guard_env *env,
  * row in one transaction. Lock guards call it while holding their lock. */
 int guard_rmw(const char *guard_name, const struct guard_env *env,
               const struct deduct_req *req, struct deduct_res *res);
+
+/* Record a sale whose check happened outside MySQL (Redis): in one
+ * transaction, stock -= qty and the ledger row. Fills res (SOLD, DUPLICATE
+ * or a failure) and returns 0 only when sold: on anything else the caller
+ * gives its side state back. */
+int guard_record_relative(const char *guard_name, const struct guard_env *env,
+                          const struct deduct_req *req, struct deduct_res *res);
 
 /* After the ledger's unique key refused our insert (DB_EDUP): answer with
  * the first sale of req->order_id. */

@@ -57,6 +57,16 @@ void http_error(struct http_resp *resp, int status, const char *code,
     va_start(ap, fmt);
     vsnprintf(detail, sizeof(detail), fmt, ap);
     va_end(ap);
+    /* Truncation may have cut a UTF-8 sequence, which jansson refuses:
+     * drop the partial character. */
+    size_t n = strlen(detail);
+    if (n == sizeof(detail) - 1) {
+        size_t k = n;
+        while (k > 0 && ((unsigned char)detail[k - 1] & 0xC0) == 0x80)
+            k--;
+        if (k > 0 && ((unsigned char)detail[k - 1] & 0x80))
+            detail[k - 1] = '\0';
+    }
     http_json(resp, status, json_pack("{s:b,s:s,s:s}", "ok", 0, "error", code,
                                       "detail", detail));
 }

@@ -83,6 +83,15 @@ void metrics_add(const char *name, const char *labels, double v)
     pthread_mutex_unlock(&mu);
 }
 
+void metrics_set(const char *name, const char *labels, double v)
+{
+    pthread_mutex_lock(&mu);
+    struct series *s = find(KIND_COUNTER, name, labels ? labels : "");
+    if (s)
+        s->value = v;
+    pthread_mutex_unlock(&mu);
+}
+
 void metrics_observe(const char *name, const char *labels, double seconds)
 {
     pthread_mutex_lock(&mu);

@@ -1,7 +1,8 @@
 /* Prometheus counters and histograms, created on first use by
  * (name, labels). Labels are preformatted text: route="deduct",status="200".
- * A fixed-size table: when it is full new series are dropped and counted in
- * lab_metrics_dropped_total, never a crash. Thread-safe. */
+ * A fixed-size table: past 3/4 of METRICS_MAX_SERIES (to keep probes short)
+ * new series are dropped and counted in lab_metrics_dropped_total, never a
+ * crash. Thread-safe. */
 #ifndef LAB_METRICS_H
 #define LAB_METRICS_H
 
@@ -9,6 +10,9 @@
 
 /* Add v to a counter. */
 void metrics_add(const char *name, const char *labels, double v);
+/* Set a counter to v: for counters kept elsewhere (atomics) and mirrored
+ * here just before rendering. */
+void metrics_set(const char *name, const char *labels, double v);
 /* Record one observation (seconds) in a histogram. */
 void metrics_observe(const char *name, const char *labels, double seconds);
 /* Describe a metric family for # HELP / # TYPE lines (optional). */

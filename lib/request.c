@@ -109,7 +109,7 @@ int req_parse_deduct(const char *body, size_t len, const struct req_defaults *d,
         get_int(o, "qty", 1, REQ_QTY_MAX, &qty, err, errlen) ||
         get_int(o, "hold_ms", 0, REQ_HOLD_MAX_MS, &hold, err, errlen) ||
         get_int(o, "lock_wait_ms", 0, REQ_LOCK_WAIT_MAX_MS, &wait, err, errlen) ||
-        get_int(o, "lock_ttl_ms", 1, REQ_LOCK_TTL_MAX_MS, &ttl, err, errlen))
+        get_int(o, "lock_ttl_ms", 0, REQ_LOCK_TTL_MAX_MS, &ttl, err, errlen))
         goto out;
     if (!sku) {
         snprintf(err, errlen, "sku is required");

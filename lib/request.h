@@ -21,8 +21,8 @@ struct req_defaults {
     long lock_ttl_ms;
 };
 
-/* SKUs and order ids: 1..64 bytes, no control characters, no '/' or '?'
- * (they travel in URL paths). */
+/* SKUs and order ids: 1..64 bytes, no control characters, none of / ? # %
+ * (they travel in URL paths and query strings). */
 int req_check_id(const char *what, const char *s, char *err, size_t errlen);
 
 /* Parse POST /inventory/deduct. Fills out (order_id left "" when absent)

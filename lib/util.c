@@ -53,12 +53,16 @@ long util_rand_range(long lo, long hi)
 {
     if (hi <= lo)
         return lo;
-    return lo + (long)(util_rand() % (uint64_t)(hi - lo + 1));
+    uint64_t span = (uint64_t)hi - (uint64_t)lo + 1;   /* 0 when the span is 2^64 */
+    uint64_t r = span ? util_rand() % span : util_rand();
+    return (long)((uint64_t)lo + r);
 }
 
 long util_backoff_ms(int attempt, long cap_ms)
 {
-    long base = attempt >= 30 ? cap_ms : (1L << attempt);
+    if (cap_ms < 1)
+        cap_ms = 1;
+    long base = attempt < 0 ? 1 : attempt >= 30 ? cap_ms : (1L << attempt);
     if (base > cap_ms)
         base = cap_ms;
     if (base < 1)

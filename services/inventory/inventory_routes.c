@@ -5,6 +5,7 @@
 #include "db.h"
 #include "guard.h"
 #include "metrics.h"
+#include "rcache.h"
 #include "request.h"
 #include "store.h"
 #include "util.h"
@@ -186,20 +187,20 @@ static void handle_release(const struct inv_conf *c, const struct http_req *req,
     if ((n = store_add_stock(env.db, row.sku, row.qty)) < 0 ||
         (n = store_ledger_mark_released(env.db, order_id)) < 0)
         goto fail;
-    /* Side state (Redis stock) follows the guard that sold it. */
-    const struct guard *g = guard_find(row.guard);
-    struct deduct_res r = {0};
-    if (g && g->release && g->release(&env, row.sku, (long)row.qty, &r) != 0) {
-        db_rollback(env.db);
-        snprintf(resp->retry_after, sizeof(resp->retry_after), "1");
-        http_error(resp, 503, "backend_unavailable", "%s", r.detail);
-        return;
-    }
     if ((n = db_commit(env.db)) < 0)
         goto fail;
-    http_json(resp, 200, json_pack("{s:b,s:s,s:s,s:I,s:b}", "ok", 1, "order_id", order_id,
+    /* Side state (Redis stock) follows the guard that sold it, after the
+     * commit: if Redis fails now the units stay missing there, an
+     * undersell, never an oversell. */
+    const struct guard *g = guard_find(row.guard);
+    struct deduct_res r = {0};
+    int side_ok = !(g && g->release && g->release(&env, row.sku, (long)row.qty, &r) != 0);
+    if (!side_ok)
+        fprintf(stderr, "inventory %s: release of %s: %s stock not restored: %s\n",
+                c->instance, order_id, row.guard, r.detail);
+    http_json(resp, 200, json_pack("{s:b,s:s,s:s,s:I,s:b,s:b}", "ok", 1, "order_id", order_id,
                                    "sku", row.sku, "qty", (json_int_t)row.qty,
-                                   "released", 1));
+                                   "released", 1, "side_state_restored", side_ok));
     return;
 fail:
     db_rollback(env.db);
@@ -261,10 +262,17 @@ static void handle_state(const struct inv_conf *c, const char *sku, struct http_
         http_error(resp, 404, "unknown_sku", "no SKU '%s'", sku);
         return;
     }
-    http_json(resp, 200, json_pack("{s:s,s:I,s:I,s:I,s:i,s:[]}", "sku", sku, "stock",
-                                   (json_int_t)stock, "version", (json_int_t)version,
-                                   "initial", (json_int_t)initial, "segment_count",
-                                   segments, "segments"));
+    json_t *j = json_pack("{s:s,s:I,s:I,s:I,s:i,s:[]}", "sku", sku, "stock",
+                          (json_int_t)stock, "version", (json_int_t)version, "initial",
+                          (json_int_t)initial, "segment_count", segments, "segments");
+    struct guard_env env;
+    env_for(c, &env);
+    size_t n;
+    const struct guard *const *all = guard_all(&n);
+    for (size_t i = 0; j && i < n; i++)
+        if (all[i]->describe)
+            all[i]->describe(&env, sku, j);   /* best effort: Redis may be down */
+    http_json(resp, 200, j);
 }
 
 static void handle_audit(const struct inv_conf *c, const char *sku, struct http_resp *resp)
@@ -313,8 +321,15 @@ static void handle_health(const struct inv_conf *c, struct http_resp *resp)
                    db ? db->errstr : "out of memory");
         return;
     }
-    http_json(resp, 200, json_pack("{s:b,s:s,s:s}", "ok", 1, "instance", c->instance,
-                                   "mysql", "up"));
+    struct guard_env env;
+    env_for(c, &env);
+    char err[160];
+    if (rcache_ping(&env, err, sizeof(err)) != 0) {
+        http_error(resp, 503, "backend_unavailable", "redis: %s", err);
+        return;
+    }
+    http_json(resp, 200, json_pack("{s:b,s:s,s:s,s:s}", "ok", 1, "instance", c->instance,
+                                   "mysql", "up", "redis", "up"));
 }
 
 /* Split /inventory/{sku}[/audit]; returns 0 when the path has that shape. */
@@ -369,6 +384,8 @@ void inv_handle(void *app, const struct http_req *req, struct http_resp *resp)
         else http_error(resp, 405, "method_not_allowed", "use GET %s", p);
     } else if (strcmp(p, "/metrics") == 0) {
         route = "metrics";
+        if (is(req, "GET"))
+            rcache_export_metrics();
         char *text = is(req, "GET") ? metrics_render() : NULL;
         if (text) http_text(resp, 200, "text/plain; version=0.0.4", text);
         else if (is(req, "GET")) http_error(resp, 500, "internal", "out of memory");
