@@ -90,25 +90,33 @@ redisContext *rcache_redis(const struct guard_env *env, char *err, size_t errlen
 redisReply *rcache_cmd(const struct guard_env *env, char *err, size_t errlen,
                        const char *fmt, ...)
 {
-    redisContext *c = rcache_redis(env, err, errlen);
-    if (!c)
-        return NULL;
-    va_list ap;
-    va_start(ap, fmt);
-    redisReply *r = redisvCommand(c, fmt, ap);
-    va_end(ap);
-    if (!r) {
+    for (int attempt = 0; attempt < 2; attempt++) {
+        redisContext *c = rcache_redis(env, err, errlen);
+        if (!c)
+            return NULL;
+        va_list ap;
+        va_start(ap, fmt);
+        redisReply *r = redisvCommand(c, fmt, ap);
+        va_end(ap);
+        if (r) {
+            if (r->type == REDIS_REPLY_ERROR) {
+                snprintf(err, errlen, "redis error: %.100s", r->str);
+                freeReplyObject(r);
+                return NULL;
+            }
+            return r;
+        }
         snprintf(err, errlen, "redis %s:%ld: %.80s", env->redis_host, env->redis_port,
                  c->errstr[0] ? c->errstr : "no reply");
+        /* EOF on a kept connection: the server went away (restarted) before
+         * our command reached it, so sending it again on a new connection
+         * cannot apply it twice. A timeout might have, and is not retried. */
+        int retry = c->err == REDIS_ERR_EOF;
         drop_ctx();
-        return NULL;
+        if (!retry)
+            break;
     }
-    if (r->type == REDIS_REPLY_ERROR) {
-        snprintf(err, errlen, "redis error: %.100s", r->str);
-        freeReplyObject(r);
-        return NULL;
-    }
-    return r;
+    return NULL;
 }
 
 int rcache_ping(const struct guard_env *env, char *err, size_t errlen)

@@ -77,8 +77,11 @@ static void answer_deduct(const struct deduct_req *dr, const struct deduct_res *
         return;
     }
     case DEDUCT_OUT_OF_STOCK:
-        http_error(resp, 409, "out_of_stock", "%s has %lld left, %ld requested", dr->sku,
-                   r->remaining, dr->qty);
+        if (r->detail[0])
+            http_error(resp, 409, "out_of_stock", "%s", r->detail);
+        else
+            http_error(resp, 409, "out_of_stock", "%s has %lld left, %ld requested", dr->sku,
+                       r->remaining, dr->qty);
         return;
     case DEDUCT_UNKNOWN_SKU:
         http_error(resp, 404, "unknown_sku", "no SKU '%s' (seed it with PUT /inventory/%s)",
