@@ -36,6 +36,17 @@ static int db_down(struct http_resp *resp, struct db_conn *db)
     return 503;
 }
 
+/* The request's guard environment with a live MySQL connection; answers
+ * 503 and returns -1 when MySQL cannot be reached. */
+static int env_ready(const struct inv_conf *c, struct guard_env *env, struct http_resp *resp)
+{
+    env_for(c, env);
+    if (env->db && env->db->my)
+        return 0;
+    db_down(resp, env->db);
+    return -1;
+}
+
 static void store_failure(struct http_resp *resp, struct db_conn *db, int rc)
 {
     if (rc == DB_EUNAVAIL)
@@ -115,11 +126,8 @@ static void run_deduct(const struct inv_conf *c, const struct http_req *req,
     if (!dr->order_id[0])
         util_make_id(dr->order_id, sizeof(dr->order_id), c->instance);
     struct guard_env env;
-    env_for(c, &env);
-    if (!env.db || !env.db->my) {
-        db_down(resp, env.db);
+    if (env_ready(c, &env, resp) != 0)
         return;
-    }
     struct deduct_res r;
     guard_deduct(g, &env, dr, &r);
     answer_deduct(dr, &r, resp);
@@ -166,11 +174,8 @@ static void handle_release(const struct inv_conf *c, const struct http_req *req,
         return;
     }
     struct guard_env env;
-    env_for(c, &env);
-    if (!env.db || !env.db->my) {
-        db_down(resp, env.db);
+    if (env_ready(c, &env, resp) != 0)
         return;
-    }
     struct ledger_row row;
     long long n;
     if ((n = db_begin(env.db)) < 0 ||
@@ -221,11 +226,8 @@ static void handle_seed(const struct inv_conf *c, const struct http_req *req,
         return;
     }
     struct guard_env env;
-    env_for(c, &env);
-    if (!env.db || !env.db->my) {
-        db_down(resp, env.db);
+    if (env_ready(c, &env, resp) != 0)
         return;
-    }
     int rc = store_seed(env.db, sku, stock, segments);
     if (rc < 0) {
         store_failure(resp, env.db, rc);
@@ -249,11 +251,10 @@ static void handle_seed(const struct inv_conf *c, const struct http_req *req,
 
 static void handle_state(const struct inv_conf *c, const char *sku, struct http_resp *resp)
 {
-    struct db_conn *db = db_thread_conn(&c->db);
-    if (!db || !db->my) {
-        db_down(resp, db);
+    struct guard_env env;
+    if (env_ready(c, &env, resp) != 0)
         return;
-    }
+    struct db_conn *db = env.db;
     long long stock, version, initial;
     int segments;
     int rc = store_info(db, sku, &stock, &version, &initial, &segments);
@@ -268,8 +269,6 @@ static void handle_state(const struct inv_conf *c, const char *sku, struct http_
     json_t *j = json_pack("{s:s,s:I,s:I,s:I,s:i,s:[]}", "sku", sku, "stock",
                           (json_int_t)stock, "version", (json_int_t)version, "initial",
                           (json_int_t)initial, "segment_count", segments, "segments");
-    struct guard_env env;
-    env_for(c, &env);
     size_t n;
     const struct guard *const *all = guard_all(&n);
     for (size_t i = 0; j && i < n; i++)
@@ -280,11 +279,10 @@ static void handle_state(const struct inv_conf *c, const char *sku, struct http_
 
 static void handle_audit(const struct inv_conf *c, const char *sku, struct http_resp *resp)
 {
-    struct db_conn *db = db_thread_conn(&c->db);
-    if (!db || !db->my) {
-        db_down(resp, db);
+    struct guard_env env;
+    if (env_ready(c, &env, resp) != 0)
         return;
-    }
+    struct db_conn *db = env.db;
     struct audit a;
     int rc = store_audit(db, sku, &a.initial, &a.stock, &a.sold);
     if (rc < 0) {
