@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# loadtest/compare end to end on a tiny scenario (none and
+# conditional-update, 1 and 2 instances, stock 50, 200 requests) with its
+# OWN embedded stack in a temp folder on a free port base (30000-39900),
+# always torn down. Checks the four report files and the verdicts.
+# Exit 0 pass, 77 skip (no python3/jq), 1 fail.
+set -u
+name=test_compare_tiny
+fail() { echo "$name: FAIL: $*"; [ -f "${tmp:-/nonexistent}/out/compare.log" ] && tail -n 20 "$tmp/out/compare.log"; exit 1; }
+command -v python3 >/dev/null || { echo "$name: skip: python3 not installed"; exit 77; }
+command -v jq >/dev/null || { echo "$name: skip: jq not installed"; exit 77; }
+ROOT=${LAB_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
+BUILD=${LAB_BUILD:-build}
+case "$BUILD" in /*) ;; *) BUILD=$ROOT/$BUILD ;; esac
+[ -x "$BUILD/bin/loadgen" ] || fail "$BUILD/bin/loadgen missing"
+
+free_base() { # base..base+70 free on loopback
+    local base p busy _
+    for _ in $(seq 1 40); do
+        base=$(( 30000 + (RANDOM % 100) * 100 ))
+        busy=0
+        for p in $(seq "$base" $((base + 70))); do
+            if ss -ltnH "sport = :$p" 2>/dev/null | grep -q .; then busy=1; break; fi
+        done
+        [ "$busy" = 0 ] && { echo "$base"; return 0; }
+    done
+    return 1
+}
+
+tmp=$(mktemp -d /tmp/lab-compare.XXXXXX) || fail mktemp
+cleanup() {
+    "$ROOT/deploy/local/stack" down --dir "$tmp/stack" >/dev/null 2>&1 || true
+    rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+base=$(free_base) || fail "no free port base in 30000-39900"
+
+cat > "$tmp/tiny.conf" <<'CONF'
+name        = tiny
+description = check: none and conditional-update, 1 and 2 instances
+guards      = none conditional-update
+instances   = 1 2
+stock       = 50
+requests    = 200
+concurrency = 16
+hold_ms     = 1
+CONF
+t0=$SECONDS
+LAB_PORT_BASE=$base LAB_BUILD=$BUILD LAB_BIN_DIR=$BUILD/bin LAB_MYSQL_FLUSH=2 LAB_WAIT_S=60 \
+    timeout 300 python3 "$ROOT/loadtest/compare" --scenario "$tmp/tiny.conf" \
+    --out "$tmp/out" --dir "$tmp/stack" > "$tmp/compare.out" 2>&1
+rc=$?
+cat "$tmp/compare.out"
+[ "$rc" = 0 ] || fail "compare exited $rc"
+echo "compare took $((SECONDS - t0)) s on port base $base"
+
+for f in results.json results.csv report.md report.html; do
+    [ -s "$tmp/out/$f" ] || fail "$f missing or empty"
+done
+r=$tmp/out/results.json
+[ "$(jq '.cells | length' "$r")" = 4 ] || fail "expected 4 cells, got $(jq '.cells | length' "$r")"
+[ "$(jq '[.cells[] | select(.status != "ok")] | length' "$r")" = 0 ] || fail "a cell did not run: $(jq -c '[.cells[] | select(.status != "ok") | {label, reason}]' "$r")"
+for n in 1 2; do
+    c=$(jq -c ".cells[] | select(.guard == \"conditional-update\" and .instances == $n)" "$r")
+    [ -n "$c" ] || fail "no conditional-update cell on $n instances"
+    [ "$(jq '.consistent' <<< "$c")" = true ] || fail "conditional-update x$n not consistent: $c"
+    [ "$(jq '.sold' <<< "$c")" = 50 ] || fail "conditional-update x$n sold $(jq '.sold' <<< "$c"), expected 50"
+    [ "$(jq '.successes' <<< "$c")" = 50 ] || fail "conditional-update x$n: loadgen saw $(jq '.successes' <<< "$c") successes"
+    c=$(jq -c ".cells[] | select(.guard == \"none\" and .instances == $n)" "$r")
+    # `none` must at least be reported faithfully: verdict text matches the numbers.
+    [ "$(jq '.sold == .successes' <<< "$c")" = true ] || fail "none x$n: sold != successes: $c"
+done
+# shellcheck disable=SC2016  # backquotes are Markdown here
+grep -q '^| `conditional-update` | consistent | consistent |$' "$tmp/out/report.md" \
+    || fail "report.md verdict row for conditional-update missing: $(grep conditional "$tmp/out/report.md" | head -2)"
+[ "$(head -1 "$tmp/out/results.csv" | cut -d, -f1-3)" = "cell,label,guard" ] || fail "results.csv header"
+[ "$(wc -l < "$tmp/out/results.csv")" = 5 ] || fail "results.csv should have 4 rows"
+grep -q '<svg' "$tmp/out/report.html" || fail "report.html has no <svg>"
+# the stack compare started is gone
+if [ -d "$tmp/stack/pids" ] && [ -n "$(ls "$tmp/stack/pids")" ]; then
+    fail "compare left processes: $(ls "$tmp/stack/pids")"
+fi
+echo "$name: pass"
