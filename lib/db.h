@@ -24,6 +24,24 @@ struct db_conf {
     long lock_wait_s;        /* innodb_lock_wait_timeout for the session */
 };
 
+/* The MySQL rows every option table shares (config.h), for a struct `type`
+ * with a `struct db_conf` member `m`; `schema` is the default database. */
+#define DB_CFG_OPTIONS(type, m, schema, schema_help)                                      \
+    {"mysql-host", "MYSQL_HOST", CFG_STR, "127.0.0.1", 0, 0, offsetof(type, m.host),      \
+     sizeof(((type *)0)->m.host), "MySQL/MariaDB host"},                                  \
+    {"mysql-port", "MYSQL_PORT", CFG_INT, "3307", 1, 65535, offsetof(type, m.port), 0,    \
+     "MySQL/MariaDB port"},                                                               \
+    {"mysql-user", "MYSQL_USER", CFG_STR, "root", 0, 0, offsetof(type, m.user),           \
+     sizeof(((type *)0)->m.user), "MySQL user"},                                          \
+    {"mysql-password", "MYSQL_PASSWORD", CFG_STR, "", 0, 0, offsetof(type, m.password),   \
+     sizeof(((type *)0)->m.password), "MySQL password"},                                  \
+    {"mysql-db", "MYSQL_DB", CFG_STR, schema, 0, 0, offsetof(type, m.dbname),             \
+     sizeof(((type *)0)->m.dbname), schema_help},                                         \
+    {"mysql-timeout", "MYSQL_TIMEOUT_MS", CFG_MS, "5s", 100, 600000,                      \
+     offsetof(type, m.timeout_ms), 0, "connect/read/write timeout"},                      \
+    {"mysql-lock-wait", "MYSQL_LOCK_WAIT_S", CFG_INT, "5", 1, 3600,                       \
+     offsetof(type, m.lock_wait_s), 0, "innodb_lock_wait_timeout (seconds)"}
+
 #define DB_STMT_CACHE 32
 
 struct db_conn {

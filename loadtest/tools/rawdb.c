@@ -36,13 +36,7 @@ static const struct cfg_opt rawdb_options[] = {
     {"duration", "RAWDB_DURATION", CFG_MS, "5s", 100, 3600000, N(duration_ms), "how long to run"},
     {"sku", "RAWDB_SKU", CFG_STR, "RAWDB-BENCH", 0, 0, S(sku), "row to hammer (seeded, then removed)"},
     {"max-retries", "RAWDB_MAX_RETRIES", CFG_INT, "50", 0, 10000, N(max_retries), "deadlock retries per deduction"},
-    {"mysql-host", "MYSQL_HOST", CFG_STR, "127.0.0.1", 0, 0, S(db.host), "MySQL/MariaDB host"},
-    {"mysql-port", "MYSQL_PORT", CFG_INT, "3307", 1, 65535, N(db.port), "MySQL/MariaDB port"},
-    {"mysql-user", "MYSQL_USER", CFG_STR, "root", 0, 0, S(db.user), "MySQL user"},
-    {"mysql-password", "MYSQL_PASSWORD", CFG_STR, "", 0, 0, S(db.password), "MySQL password"},
-    {"mysql-db", "MYSQL_DB", CFG_STR, "db_shopping", 0, 0, S(db.dbname), "inventory schema"},
-    {"mysql-timeout", "MYSQL_TIMEOUT_MS", CFG_MS, "5s", 100, 600000, N(db.timeout_ms), "connect/read/write timeout"},
-    {"mysql-lock-wait", "MYSQL_LOCK_WAIT_S", CFG_INT, "5", 1, 3600, N(db.lock_wait_s), "innodb_lock_wait_timeout (seconds)"},
+    DB_CFG_OPTIONS(struct rawdb_conf, db, "db_shopping", "inventory schema"),
 };
 #define RAWDB_NOPTS (sizeof(rawdb_options) / sizeof(rawdb_options[0]))
 

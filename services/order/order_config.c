@@ -15,12 +15,7 @@ const struct cfg_opt order_options[] = {
     {"inventory-urls", "INVENTORY_URLS", CFG_STR, "http://127.0.0.1:8001,http://127.0.0.1:8002", 0, 0, S(inventory_urls), "inventory instances, round-robin"},
     {"guard", "GUARD", CFG_STR, "", 0, 0, S(guard), "guard to ask for (empty: each inventory's own)"},
     {"threads", "THREADS", CFG_INT, "16", 1, 256, N(threads), "HTTP worker threads"},
-    {"mysql-host", "MYSQL_HOST", CFG_STR, "127.0.0.1", 0, 0, S(db.host), "MySQL/MariaDB host"},
-    {"mysql-port", "MYSQL_PORT", CFG_INT, "3307", 1, 65535, N(db.port), "MySQL/MariaDB port"},
-    {"mysql-user", "MYSQL_USER", CFG_STR, "root", 0, 0, S(db.user), "MySQL user"},
-    {"mysql-password", "MYSQL_PASSWORD", CFG_STR, "", 0, 0, S(db.password), "MySQL password"},
-    {"mysql-db", "MYSQL_DB", CFG_STR, "db_order", 0, 0, S(db.dbname), "order schema"},
-    {"mysql-timeout", "MYSQL_TIMEOUT_MS", CFG_MS, "5s", 100, 600000, N(db.timeout_ms), "connect/read/write timeout"},
+    DB_CFG_OPTIONS(struct order_conf, db, "db_order", "order schema"),
     {"inventory-timeout", "INVENTORY_TIMEOUT_MS", CFG_MS, "30s", 100, 600000, N(inventory_timeout_ms), "whole inventory call timeout"},
     {"connect-timeout", "CONNECT_TIMEOUT_MS", CFG_MS, "500ms", 10, 60000, N(connect_timeout_ms), "inventory connect timeout"},
 };
