@@ -87,7 +87,11 @@ def from_c(role):
             sorted(glob.glob(f"services/{role}/*.c"))
     table = {}
     for f in files:
-        for m in C_ROW.finditer(open(f, errors="replace").read()):
+        text = open(f, errors="replace").read()
+        # Shared rows come from lib/db.h's DB_CFG_OPTIONS macro.
+        if "DB_CFG_OPTIONS(" in text:
+            text += open("lib/db.h", errors="replace").read()
+        for m in C_ROW.finditer(text):
             table[m.group(2)] = m.group(3)
     return table or None
 
