@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # loadtest/compare end to end on a tiny scenario (none and
 # conditional-update, 1 and 2 instances, stock 50, 200 requests) with its
-# OWN embedded stack in a temp folder on a free port base (30000-39900),
+# OWN embedded stack in a temp folder on a free port base (26000-31900,
+# below the kernel's ephemeral range and apart from tests/run's 20000-25900),
 # always torn down. Checks the four report files and the verdicts.
 # Exit 0 pass, 77 skip (no python3/jq), 1 fail.
 set -u
@@ -17,7 +18,7 @@ case "$BUILD" in /*) ;; *) BUILD=$ROOT/$BUILD ;; esac
 free_base() { # base..base+70 free on loopback
     local base p busy _
     for _ in $(seq 1 40); do
-        base=$(( 30000 + (RANDOM % 100) * 100 ))
+        base=$(( 26000 + (RANDOM % 60) * 100 ))
         busy=0
         for p in $(seq "$base" $((base + 70))); do
             if ss -ltnH "sport = :$p" 2>/dev/null | grep -q .; then busy=1; break; fi
@@ -34,7 +35,7 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-base=$(free_base) || fail "no free port base in 30000-39900"
+base=$(free_base) || fail "no free port base in 26000-31900"
 
 cat > "$tmp/tiny.conf" <<'CONF'
 name        = tiny
