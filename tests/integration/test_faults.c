@@ -76,11 +76,40 @@ static void test_order_fails_over_to_live_instance(void **state)
     assert_true(a.consistent);
 }
 
+static void test_order_without_inventory_answers_502(void **state)
+{
+    assert_int_equal(it_seed("T-noinv", 5), 200);
+    assert_int_equal(it_stack("stop", "inventory-1"), 0);
+    assert_int_equal(it_stack("stop", "inventory-2"), 0);
+    char u[256];
+    snprintf(u, sizeof(u), "%s/orders", it.order);
+    struct it_resp r;
+    assert_int_equal(it_http("POST", u, "{\"sku\":\"T-noinv\"}", &r), 502);
+    assert_string_equal(json_string_value(json_object_get(r.json, "error")), "inventory_unreachable");
+    it_resp_free(&r);
+    snprintf(u, sizeof(u), "%s/healthz", it.order);
+    assert_int_equal(it_status("GET", u, NULL), 503);
+    assert_int_equal(it_stack("start", "inventory-1"), 0);
+    assert_int_equal(it_stack("start", "inventory-2"), 0);
+    struct it_audit a;
+    assert_int_equal(it_audit("T-noinv", &a), 0);
+    assert_int_equal(a.stock, 5);
+    assert_true(a.consistent);
+}
+
+static int restart_inventories(void **state)
+{
+    it_stack("start", "inventory-1");
+    it_stack("start", "inventory-2");
+    return 0;
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_mysql_down_then_back, restart_all),
         cmocka_unit_test_teardown(test_order_fails_over_to_live_instance, restart_all),
+        cmocka_unit_test_teardown(test_order_without_inventory_answers_502, restart_inventories),
     };
     return cmocka_run_group_tests(tests, group_setup, NULL);
 }
