@@ -5,18 +5,9 @@
 # Exit 0 pass, 77 skip (no docker-compose / python3-yaml), 1 fail.
 # No engine, no network: `config` only reads files.
 set -u
-cd "$(dirname "$0")/../.." || exit 1
 name=test_compose_config
-compose_file=deploy/docker-compose.yml
-
-fail() { echo "$name: FAIL: $*"; exit 1; }
-command -v docker-compose >/dev/null 2>&1 || { echo "$name: skip: docker-compose not installed"; exit 77; }
-py=
-for c in python3 /usr/bin/python3; do
-    if "$c" -c 'import yaml' >/dev/null 2>&1; then py=$c; break; fi
-done
-[ -n "$py" ] || { echo "$name: skip: no python3 with yaml (Debian: python3-yaml)"; exit 77; }
-[ -f "$compose_file" ] || fail "$compose_file missing"
+# shellcheck source=tests/checks/compose_common.sh
+. "$(dirname "$0")/compose_common.sh"
 
 # An empty environment: only deploy/.env feeds the substitutions, as for a
 # user with a clean shell; DC_GUARD=name sets GUARD as a user's shell would.

@@ -8,28 +8,10 @@
 # --port defaults are the contract's.
 # Exit 0 pass, 77 skip (no docker-compose / python3-yaml), 1 fail.
 set -u
-cd "$(dirname "$0")/../.." || exit 1
 name=test_compose_ports
-compose_file=deploy/docker-compose.yml
-
-fail() { echo "$name: FAIL: $*"; exit 1; }
-command -v docker-compose >/dev/null 2>&1 || { echo "$name: skip: docker-compose not installed"; exit 77; }
-py=
-for c in python3 /usr/bin/python3; do
-    if "$c" -c 'import yaml' >/dev/null 2>&1; then py=$c; break; fi
-done
-[ -n "$py" ] || { echo "$name: skip: no python3 with yaml (Debian: python3-yaml)"; exit 77; }
-
-build=${LAB_BUILD:-build}
-case "$build" in /*) ;; *) build=$PWD/$build ;; esac
-
-tmp=$(mktemp -d) || fail "mktemp"
-trap 'rm -rf "$tmp"' EXIT
-# An empty environment: only deploy/.env feeds the substitutions, as for a
-# user with a clean shell (tests/run exports LAB_MYSQL_PORT and friends).
-env -i PATH="$PATH" HOME="${HOME:-/tmp}" \
-    docker-compose -f "$compose_file" config >"$tmp/config.yml" 2>"$tmp/err" \
-    || fail "docker-compose config: $(tr '\n' ' ' <"$tmp/err" | cut -c1-300)"
+# shellcheck source=tests/checks/compose_common.sh
+. "$(dirname "$0")/compose_common.sh"
+compose_config
 for role in inventory order; do
     if [ -x "$build/bin/$role" ]; then
         timeout 10 env -i PATH=/usr/bin:/bin "$build/bin/$role" --help >"$tmp/$role.help" 2>/dev/null \

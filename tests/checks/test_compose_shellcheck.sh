@@ -17,7 +17,7 @@ files=("$entrypoint")
 for f in tests/checks/test_compose_*.sh; do
     [ -f "$f" ] && files+=("$f")
 done
-if ! out=$(shellcheck -f gcc "${files[@]}" 2>&1); then
+if ! out=$(shellcheck -x -f gcc "${files[@]}" 2>&1); then
     echo "$name: FAIL: $(printf '%s\n' "$out" | head -3 | tr '\n' ' ')"
     exit 1
 fi
