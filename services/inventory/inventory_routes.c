@@ -7,6 +7,7 @@
 #include "metrics.h"
 #include "rcache.h"
 #include "request.h"
+#include "service.h"
 #include "store.h"
 #include "util.h"
 
@@ -316,12 +317,8 @@ static void handle_guards(const struct inv_conf *c, struct http_resp *resp)
 
 static void handle_health(const struct inv_conf *c, struct http_resp *resp)
 {
-    struct db_conn *db = db_thread_conn(&c->db);
-    if (!db || db_ping(db) != DB_OK) {
-        http_error(resp, 503, "backend_unavailable", "mysql: %s",
-                   db ? db->errstr : "out of memory");
+    if (service_mysql_health(&c->db, resp) != 0)
         return;
-    }
     struct guard_env env;
     env_for(c, &env);
     char err[160];
@@ -385,12 +382,8 @@ void inv_handle(void *app, const struct http_req *req, struct http_resp *resp)
         else http_error(resp, 405, "method_not_allowed", "use GET %s", p);
     } else if (strcmp(p, "/metrics") == 0) {
         route = "metrics";
-        if (is(req, "GET"))
-            rcache_export_metrics();
-        char *text = is(req, "GET") ? metrics_render() : NULL;
-        if (text) http_text(resp, 200, "text/plain; version=0.0.4", text);
-        else if (is(req, "GET")) http_error(resp, 500, "internal", "out of memory");
-        else http_error(resp, 405, "method_not_allowed", "use GET %s", p);
+        rcache_export_metrics();
+        service_metrics(req, resp);
     } else if ((sp = sku_path(p, sku, sizeof(sku), &audit)) != -1) {
         route = audit ? "audit" : "sku";
         if (sp == -2 || req_check_id("sku", sku, err, sizeof(err)) != 0)

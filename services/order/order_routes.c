@@ -6,6 +6,7 @@
 #include "inventory_client.h"
 #include "metrics.h"
 #include "request.h"
+#include "service.h"
 #include "util.h"
 
 #include <stdatomic.h>
@@ -213,12 +214,8 @@ static void handle_count(const struct order_conf *c, const struct http_req *req,
 
 static void handle_health(const struct order_conf *c, struct http_resp *resp)
 {
-    struct db_conn *db = db_thread_conn(&c->db);
-    if (!db || db_ping(db) != DB_OK) {
-        http_error(resp, 503, "backend_unavailable", "mysql: %s",
-                   db ? db->errstr : "out of memory");
+    if (service_mysql_health(&c->db, resp) != 0)
         return;
-    }
     json_t *inv = json_object();
     int up = 0;
     for (int i = 0; i < c->nurls; i++) {
@@ -258,10 +255,7 @@ void order_handle(void *app, const struct http_req *req, struct http_resp *resp)
         else http_error(resp, 405, "method_not_allowed", "use GET %s", p);
     } else if (strcmp(p, "/metrics") == 0) {
         route = "metrics";
-        char *text = is(req, "GET") ? metrics_render() : NULL;
-        if (text) http_text(resp, 200, "text/plain; version=0.0.4", text);
-        else if (is(req, "GET")) http_error(resp, 500, "internal", "out of memory");
-        else http_error(resp, 405, "method_not_allowed", "use GET %s", p);
+        service_metrics(req, resp);
     } else {
         http_error(resp, 404, "not_found", "no route %s %s", req->method, p);
     }
