@@ -33,17 +33,8 @@ name = "test_compose_env"
 cfg = yaml.safe_load(open(os.path.join(tmp, "config.yml")))
 services = cfg.get("services") or {}
 
-def role_of(svc):
-    cmd = svc.get("command") or []
-    if isinstance(cmd, str):
-        cmd = cmd.split()
-    return cmd[0] if cmd else None
-
-def env_of(svc):
-    env = svc.get("environment") or {}
-    if isinstance(env, list):
-        env = dict(e.split("=", 1) if "=" in e else (e, None) for e in env)
-    return env
+sys.path.insert(0, "tests/checks")
+from compose_model import env_of, role_of
 
 # Option tables: env name -> default text (None when unknown).
 HELP_ROW = re.compile(r"^\s+--([a-z0-9][a-z0-9-]*)\s+(\S+)\s+(\S+)")

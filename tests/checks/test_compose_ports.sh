@@ -34,17 +34,8 @@ EXPECT = {"inventory-1": ("inventory", 8001), "inventory-2": ("inventory", 8002)
           "order": ("order", 8000), "inventory": ("inventory", 8001)}
 HEALTH = "/healthz"
 
-def role_of(svc):
-    cmd = svc.get("command") or []
-    if isinstance(cmd, str):
-        cmd = cmd.split()
-    return cmd[0] if cmd else None
-
-def env_of(svc):
-    env = svc.get("environment") or {}
-    if isinstance(env, list):
-        env = dict(e.split("=", 1) if "=" in e else (e, None) for e in env)
-    return env
+sys.path.insert(0, "tests/checks")
+from compose_model import env_of, role_of
 
 def container_ports(svc):
     out = []
