@@ -38,7 +38,9 @@ else
   Q := @
 endif
 
-LIB_SRC  := $(wildcard lib/*.c)
+# lib/ has three layers, each including only the ones below it:
+# guards -> stock -> base (tests/checks/test_layers.sh keeps it so).
+LIB_SRC  := $(wildcard lib/base/*.c lib/stock/*.c lib/guards/*.c)
 INV_SRC  := $(wildcard services/inventory/*.c)
 ORD_SRC  := $(wildcard services/order/*.c)
 LG_SRC   := $(filter-out loadtest/loadgen/main.c,$(wildcard loadtest/loadgen/*.c))
@@ -72,7 +74,7 @@ $(LIBLAB): $(call obj,$(LIB_SRC))
 	@mkdir -p $(dir $@)
 	$(Q)rm -f $@ && ar rcs $@ $^
 
-$(LIBLG): $(call obj,$(LG_SRC)) $(call obj,lib/config.c)
+$(LIBLG): $(call obj,$(LG_SRC)) $(call obj,lib/base/config.c)
 	@mkdir -p $(dir $@)
 	$(Q)rm -f $@ && ar rcs $@ $^
 

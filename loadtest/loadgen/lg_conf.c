@@ -8,7 +8,7 @@
 #include <strings.h>
 #include <unistd.h>
 
-#include "config.h"
+#include "base/config.h"
 
 #define OFF(f) offsetof(struct lg_conf, f)
 #define SZ(f) sizeof(((struct lg_conf *)0)->f)

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
+#include "base/config.h"
 #include "lg_conf.h"
 #include "lg_report.h"
 #include "lg_run.h"

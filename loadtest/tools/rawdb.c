@@ -1,12 +1,14 @@
 /* rawdb: the raw MariaDB hot-row rate of a guard's statements, with no HTTP
- * and no service in between: N threads, each its own connection (lib/db.h),
+ * and no service in between: N threads, each its own connection (lib/base/db.h),
  * all deducting one unit at a time from the same row for a fixed duration,
- * each deduction a transaction with its ledger row, as the guards write it.
+ * each deduction a transaction with its ledger row, through the very
+ * statements the guards run (lib/stock/store.c).
  * `make bench` prints it next to the HTTP rate: their ratio is what the
  * service costs on top of the database. */
-#include "config.h"
-#include "db.h"
-#include "util.h"
+#include "base/config.h"
+#include "base/db.h"
+#include "base/util.h"
+#include "stock/store.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -60,27 +62,21 @@ static int deduct_once(struct db_conn *c, const struct rawdb_conf *conf, int for
     if ((n = db_begin(c)) < 0)
         goto fail;
     if (for_update) {
-        n = db_run(c, "SELECT stock, version FROM inventory WHERE sku=? FOR UPDATE",
-                   "s", "ll", conf->sku, &stock, &version);
+        n = store_read(c, conf->sku, 1, &stock, &version);
         if (n <= 0)
             goto fail_n;
-        if ((n = db_run(c, "UPDATE inventory SET stock=?, version=version+1 WHERE sku=?",
-                        "ls", "", stock - 1, conf->sku)) < 0)
+        if ((n = store_set_stock(c, conf->sku, stock - 1)) < 0)
             goto fail;
         stock -= 1;
     } else {
-        n = db_run(c, "UPDATE inventory SET stock=stock-?, version=version+1 "
-                      "WHERE sku=? AND stock>=?", "lsl", "", 1LL, conf->sku, 1LL);
+        n = store_take_if_enough(c, conf->sku, 1);
         if (n <= 0)
             goto fail_n;
-        n = db_run(c, "SELECT stock, version FROM inventory WHERE sku=?", "s", "ll",
-                   conf->sku, &stock, &version);
+        n = store_read(c, conf->sku, 0, &stock, &version);
         if (n <= 0)
             goto fail_n;
     }
-    if ((n = db_run(c, "INSERT INTO ledger (order_id, sku, qty, remaining, guard, instance) "
-                       "VALUES (?, ?, ?, ?, ?, ?)", "ssllss", "", order_id, conf->sku, 1LL,
-                    stock, conf->mode, "rawdb")) < 0 ||
+    if ((n = store_ledger_insert(c, order_id, conf->sku, 1, stock, conf->mode, "rawdb")) < 0 ||
         (n = db_commit(c)) < 0)
         goto fail;
     return DB_OK;
@@ -127,19 +123,7 @@ static void *worker_main(void *arg)
 
 static int seed(struct db_conn *c, const struct rawdb_conf *conf)
 {
-    if (db_run(c, "DELETE FROM ledger WHERE sku=?", "s", "", conf->sku) < 0 ||
-        db_run(c, "INSERT INTO inventory (sku, stock, initial, version, segments) "
-                  "VALUES (?, ?, ?, 0, 0) ON DUPLICATE KEY UPDATE stock=VALUES(stock), "
-                  "initial=VALUES(initial), version=0",
-               "sll", "", conf->sku, RAWDB_STOCK, RAWDB_STOCK) < 0)
-        return -1;
-    return 0;
-}
-
-static void unseed(struct db_conn *c, const struct rawdb_conf *conf)
-{
-    db_run(c, "DELETE FROM ledger WHERE sku=?", "s", "", conf->sku);
-    db_run(c, "DELETE FROM inventory WHERE sku=?", "s", "", conf->sku);
+    return store_seed(c, conf->sku, RAWDB_STOCK, 0) < 0 ? -1 : 0;
 }
 
 int main(int argc, char **argv)
@@ -206,12 +190,13 @@ int main(int argc, char **argv)
     }
     double secs = util_now() - t0;
     long long sold = -1;
-    db_run(admin, "SELECT COUNT(*) FROM ledger WHERE sku=?", "s", "l", conf.sku, &sold);
+    long long initial, stock;
+    store_audit(admin, conf.sku, &initial, &stock, &sold);   /* qty 1 each: units = rows */
     printf("rawdb mode=%s threads=%ld seconds=%.2f ops=%lld ops_per_s=%.1f retries=%lld "
            "errors=%lld ledger_rows=%lld%s%s\n",
            conf.mode, started, secs, ops, secs > 0 ? (double)ops / secs : 0.0, retries, errors,
            sold, errors ? " last_error=" : "", errors ? last_err : "");
-    unseed(admin, &conf);
+    store_remove(admin, conf.sku);
     db_free(admin);
     free(w);
     db_global_end();

@@ -1,8 +1,9 @@
 /* The inventory service's options: flags, environment twins, defaults that
- * match the embedded stack (deploy/local/stack). */
+ * match the embedded stack (deploy/local/stack). Guards bring their own
+ * rows (Redis address, Redlock nodes), merged in at parse time. */
 #include "inventory_config.h"
 
-#include "guard.h"
+#include "guards/guard.h"
 
 #include <stddef.h>
 #include <stdio.h>
@@ -17,9 +18,6 @@ const struct cfg_opt inv_options[] = {
     {"guard", "GUARD", CFG_STR, "none", 0, 0, S(guard), "default guard (GET /guards lists them)"},
     {"threads", "THREADS", CFG_INT, "16", 1, 256, N(threads), "HTTP worker threads (one MySQL connection each)"},
     DB_CFG_OPTIONS(struct inv_conf, db, "db_shopping", "inventory schema"),
-    {"redis-host", "REDIS_HOST", CFG_STR, "127.0.0.1", 0, 0, S(redis_host), "Redis host (locks, segments, counters)"},
-    {"redis-port", "REDIS_PORT", CFG_INT, "6390", 1, 65535, N(redis_port), "Redis port"},
-    {"redlock-nodes", "REDLOCK_NODES", CFG_STR, "127.0.0.1:6391,127.0.0.1:6392,127.0.0.1:6393", 0, 0, S(redlock_nodes), "independent Redis masters for redlock"},
     {"max-retries", "MAX_RETRIES", CFG_INT, "50", 0, 10000, N(max_retries), "optimistic / deadlock retry bound"},
     {"lock-wait", "LOCK_WAIT_MS", CFG_MS, "3000", 0, 60000, N(lock_wait_ms), "default lock_wait_ms"},
     {"lock-ttl", "LOCK_TTL_MS", CFG_MS, "30000", 1, 600000, N(lock_ttl_ms), "default lock_ttl_ms (lease)"},
@@ -28,9 +26,11 @@ const size_t inv_noptions = sizeof(inv_options) / sizeof(inv_options[0]);
 
 int inv_conf_load(struct inv_conf *c, int argc, char **argv, char *err, size_t errlen)
 {
-    int rc = cfg_parse(inv_options, inv_noptions, c, argc, argv,
-                       "Inventory service of the oversell lab (API: shared/API.md).",
-                       err, errlen);
+    struct cfg_group groups[1 + GUARD_GROUPS_MAX] = {{inv_options, inv_noptions, c}};
+    size_t n = 1 + guard_option_groups(groups + 1, GUARD_GROUPS_MAX);
+    int rc = cfg_parse_groups(groups, n, argc, argv,
+                              "Inventory service of the oversell lab (API: services/API.md).",
+                              err, errlen);
     if (rc != CFG_OK)
         return rc;
     if (!guard_find(c->guard)) {

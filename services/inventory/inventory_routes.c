@@ -1,15 +1,15 @@
-/* Inventory routes: parse, pick the guard, call it, answer per API.md. */
+/* Inventory routes: parse, pick the guard, call the guard layer, answer
+ * per services/API.md. No SQL and no Redis here. */
 #include "inventory_routes.h"
 
-#include "audit.h"
-#include "db.h"
-#include "guard.h"
-#include "metrics.h"
-#include "rcache.h"
-#include "request.h"
-#include "service.h"
-#include "store.h"
-#include "util.h"
+#include "base/db.h"
+#include "base/metrics.h"
+#include "base/service.h"
+#include "base/util.h"
+#include "guards/guard.h"
+#include "stock/audit.h"
+#include "stock/request.h"
+#include "stock/store.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,16 +17,13 @@
 
 #define PREFIX "/inventory/"
 
-static void env_for(const struct inv_conf *c, struct guard_env *env)
+static void env_for(const struct inv_conf *c, struct deduct_env *env)
 {
     memset(env, 0, sizeof(*env));
     env->db = db_thread_conn(&c->db);
     env->instance = c->instance;
     env->max_retries = c->max_retries;
     env->default_ttl_ms = c->lock_ttl_ms;
-    env->redis_host = c->redis_host;
-    env->redis_port = c->redis_port;
-    env->redlock_nodes = c->redlock_nodes;
 }
 
 static int db_down(struct http_resp *resp, struct db_conn *db)
@@ -39,7 +36,7 @@ static int db_down(struct http_resp *resp, struct db_conn *db)
 
 /* The request's guard environment with a live MySQL connection; answers
  * 503 and returns -1 when MySQL cannot be reached. */
-static int env_ready(const struct inv_conf *c, struct guard_env *env, struct http_resp *resp)
+static int env_ready(const struct inv_conf *c, struct deduct_env *env, struct http_resp *resp)
 {
     env_for(c, env);
     if (env->db && env->db->my)
@@ -71,6 +68,17 @@ static const struct guard *pick_guard(const struct inv_conf *c,
     return g;
 }
 
+/* A failed outcome as the API's error body, from the outcome table;
+ * `detail` NULL means the guard's r->detail. */
+static void answer_failure(const struct deduct_res *r, const char *detail,
+                           struct http_resp *resp)
+{
+    const struct deduct_outcome_info *info = deduct_outcome_info(r->outcome);
+    if (info->retry_after)
+        snprintf(resp->retry_after, sizeof(resp->retry_after), "1");
+    http_error(resp, info->http_status, info->error_code, "%s", detail ? detail : r->detail);
+}
+
 static void answer_deduct(const struct deduct_req *dr, const struct deduct_res *r,
                           struct http_resp *resp)
 {
@@ -88,32 +96,24 @@ static void answer_deduct(const struct deduct_req *dr, const struct deduct_res *
         http_json(resp, 200, j);
         return;
     }
-    case DEDUCT_OUT_OF_STOCK:
-        if (r->detail[0])
-            http_error(resp, 409, "out_of_stock", "%s", r->detail);
-        else
-            http_error(resp, 409, "out_of_stock", "%s has %lld left, %ld requested", dr->sku,
-                       r->remaining, dr->qty);
-        return;
-    case DEDUCT_UNKNOWN_SKU:
-        http_error(resp, 404, "unknown_sku", "no SKU '%s' (seed it with PUT /inventory/%s)",
-                   dr->sku, dr->sku);
-        return;
-    case DEDUCT_LOCK_TIMEOUT:
-        snprintf(resp->retry_after, sizeof(resp->retry_after), "1");
-        http_error(resp, 503, "lock_timeout", "%s", r->detail[0] ? r->detail : "lock wait timed out");
-        return;
-    case DEDUCT_RETRY_EXHAUSTED:
-        snprintf(resp->retry_after, sizeof(resp->retry_after), "1");
-        http_error(resp, 503, "retry_exhausted", "%s", r->detail);
-        return;
-    case DEDUCT_UNAVAILABLE:
-        snprintf(resp->retry_after, sizeof(resp->retry_after), "1");
-        http_error(resp, 503, "backend_unavailable", "%s", r->detail);
-        return;
     default:
-        http_error(resp, 500, "internal", "%s", r->detail);
+        break;
     }
+    /* Outcomes whose detail a guard may leave empty get the API's wording. */
+    char msg[256];
+    const char *detail = NULL;
+    if (r->outcome == DEDUCT_OUT_OF_STOCK && !r->detail[0]) {
+        snprintf(msg, sizeof(msg), "%s has %lld left, %ld requested", dr->sku, r->remaining,
+                 dr->qty);
+        detail = msg;
+    } else if (r->outcome == DEDUCT_UNKNOWN_SKU) {
+        snprintf(msg, sizeof(msg), "no SKU '%s' (seed it with PUT /inventory/%s)", dr->sku,
+                 dr->sku);
+        detail = msg;
+    } else if (r->outcome == DEDUCT_LOCK_TIMEOUT && !r->detail[0]) {
+        detail = "lock wait timed out";
+    }
+    answer_failure(r, detail, resp);
 }
 
 static void run_deduct(const struct inv_conf *c, const struct http_req *req,
@@ -126,7 +126,7 @@ static void run_deduct(const struct inv_conf *c, const struct http_req *req,
     *guard_label = g->name;
     if (!dr->order_id[0])
         util_make_id(dr->order_id, sizeof(dr->order_id), c->instance);
-    struct guard_env env;
+    struct deduct_env env;
     if (env_ready(c, &env, resp) != 0)
         return;
     struct deduct_res r;
@@ -168,52 +168,36 @@ static void handle_minus(const struct inv_conf *c, const struct http_req *req,
 static void handle_release(const struct inv_conf *c, const struct http_req *req,
                            struct http_resp *resp)
 {
-    char order_id[GUARD_ID_MAX + 1], err[256];
+    char order_id[STOCK_ID_MAX + 1], err[256];
     if (req_parse_release(req->body, req->body_len, order_id, sizeof(order_id), err,
                           sizeof(err)) != 0) {
         http_error(resp, 400, "bad_request", "%s", err);
         return;
     }
-    struct guard_env env;
+    struct deduct_env env;
     if (env_ready(c, &env, resp) != 0)
         return;
     struct ledger_row row;
-    long long n;
-    if ((n = db_begin(env.db)) < 0 ||
-        (n = store_ledger_get(env.db, order_id, 1, &row)) < 0)
-        goto fail;
-    if (n == 0 || row.released) {
-        db_rollback(env.db);
-        if (n == 0)
-            http_error(resp, 404, "unknown_order", "no recorded deduction for order '%s'",
-                       order_id);
-        else
-            http_json(resp, 200, json_pack("{s:b,s:s,s:s,s:I,s:b}", "ok", 1, "order_id",
-                                           order_id, "sku", row.sku, "qty",
-                                           (json_int_t)row.qty, "duplicate", 1));
+    struct deduct_res r;
+    int side_ok;
+    switch (guard_release(&env, order_id, &row, &side_ok, &r)) {
+    case STOCK_RELEASED:
+        http_json(resp, 200, json_pack("{s:b,s:s,s:s,s:I,s:b,s:b}", "ok", 1, "order_id",
+                                       order_id, "sku", row.sku, "qty", (json_int_t)row.qty,
+                                       "released", 1, "side_state_restored", side_ok));
         return;
+    case STOCK_ALREADY_RELEASED:
+        http_json(resp, 200, json_pack("{s:b,s:s,s:s,s:I,s:b}", "ok", 1, "order_id",
+                                       order_id, "sku", row.sku, "qty", (json_int_t)row.qty,
+                                       "duplicate", 1));
+        return;
+    case STOCK_UNKNOWN_ORDER:
+        http_error(resp, 404, "unknown_order", "no recorded deduction for order '%s'",
+                   order_id);
+        return;
+    default:
+        answer_failure(&r, NULL, resp);
     }
-    if ((n = store_add_stock(env.db, row.sku, row.qty)) < 0 ||
-        (n = store_ledger_mark_released(env.db, order_id)) < 0)
-        goto fail;
-    if ((n = db_commit(env.db)) < 0)
-        goto fail;
-    /* Side state (Redis stock) follows the guard that sold it, after the
-     * commit: if Redis fails now the units stay missing there, an
-     * undersell, never an oversell. */
-    const struct guard *g = guard_find(row.guard);
-    struct deduct_res r = {0};
-    int side_ok = !(g && g->release && g->release(&env, row.sku, (long)row.qty, &r) != 0);
-    if (!side_ok)
-        fprintf(stderr, "inventory %s: release of %s: %s stock not restored: %s\n",
-                c->instance, order_id, row.guard, r.detail);
-    http_json(resp, 200, json_pack("{s:b,s:s,s:s,s:I,s:b,s:b}", "ok", 1, "order_id", order_id,
-                                   "sku", row.sku, "qty", (json_int_t)row.qty,
-                                   "released", 1, "side_state_restored", side_ok));
-    return;
-fail:
-    db_rollback(env.db);
-    store_failure(resp, env.db, (int)n);
 }
 
 static void handle_seed(const struct inv_conf *c, const struct http_req *req,
@@ -226,24 +210,13 @@ static void handle_seed(const struct inv_conf *c, const struct http_req *req,
         http_error(resp, 400, "bad_request", "%s", err);
         return;
     }
-    struct guard_env env;
+    struct deduct_env env;
     if (env_ready(c, &env, resp) != 0)
         return;
-    int rc = store_seed(env.db, sku, stock, segments);
-    if (rc < 0) {
-        store_failure(resp, env.db, rc);
+    struct deduct_res r;
+    if (guard_seed(&env, sku, stock, segments, &r) != 0) {
+        answer_failure(&r, NULL, resp);
         return;
-    }
-    size_t n;
-    const struct guard *const *all = guard_all(&n);
-    for (size_t i = 0; i < n; i++) {
-        struct deduct_res r = {0};
-        if (all[i]->seed && all[i]->seed(&env, sku, stock, segments, &r) != 0) {
-            snprintf(resp->retry_after, sizeof(resp->retry_after), "1");
-            http_error(resp, 503, "backend_unavailable", "seeding %s state: %s",
-                       all[i]->name, r.detail);
-            return;
-        }
     }
     http_json(resp, 200, json_pack("{s:b,s:s,s:I,s:I,s:I,s:i}", "ok", 1, "sku", sku,
                                    "stock", (json_int_t)stock, "initial", (json_int_t)stock,
@@ -252,7 +225,7 @@ static void handle_seed(const struct inv_conf *c, const struct http_req *req,
 
 static void handle_state(const struct inv_conf *c, const char *sku, struct http_resp *resp)
 {
-    struct guard_env env;
+    struct deduct_env env;
     if (env_ready(c, &env, resp) != 0)
         return;
     struct db_conn *db = env.db;
@@ -270,17 +243,21 @@ static void handle_state(const struct inv_conf *c, const char *sku, struct http_
     json_t *j = json_pack("{s:s,s:I,s:I,s:I,s:i,s:[]}", "sku", sku, "stock",
                           (json_int_t)stock, "version", (json_int_t)version, "initial",
                           (json_int_t)initial, "segment_count", segments, "segments");
-    size_t n;
-    const struct guard *const *all = guard_all(&n);
-    for (size_t i = 0; j && i < n; i++)
-        if (all[i]->describe)
-            all[i]->describe(&env, sku, j);   /* best effort: Redis may be down */
+    struct guard_facts facts;
+    guard_describe(sku, &facts);
+    for (int i = 0; j && i < facts.n; i++) {
+        const struct guard_fact *f = &facts.fact[i];
+        json_t *v = f->is_list ? json_array() : json_integer(f->values[0]);
+        for (int k = 0; f->is_list && k < f->n; k++)
+            json_array_append_new(v, json_integer(f->values[k]));
+        json_object_set_new(j, f->name, v);
+    }
     http_json(resp, 200, j);
 }
 
 static void handle_audit(const struct inv_conf *c, const char *sku, struct http_resp *resp)
 {
-    struct guard_env env;
+    struct deduct_env env;
     if (env_ready(c, &env, resp) != 0)
         return;
     struct db_conn *db = env.db;
@@ -319,15 +296,17 @@ static void handle_health(const struct inv_conf *c, struct http_resp *resp)
 {
     if (service_mysql_health(&c->db, resp) != 0)
         return;
-    struct guard_env env;
-    env_for(c, &env);
+    const char *up[8], *down = NULL;
+    size_t nup;
     char err[160];
-    if (rcache_ping(&env, err, sizeof(err)) != 0) {
-        http_error(resp, 503, "backend_unavailable", "redis: %s", err);
+    if (guard_health(up, 8, &nup, &down, err, sizeof(err)) != 0) {
+        http_error(resp, 503, "backend_unavailable", "%s: %s", down, err);
         return;
     }
-    http_json(resp, 200, json_pack("{s:b,s:s,s:s,s:s}", "ok", 1, "instance", c->instance,
-                                   "mysql", "up", "redis", "up"));
+    json_t *j = json_pack("{s:b,s:s,s:s}", "ok", 1, "instance", c->instance, "mysql", "up");
+    for (size_t i = 0; j && i < nup; i++)
+        json_object_set_new(j, up[i], json_string("up"));
+    http_json(resp, 200, j);
 }
 
 /* Split /inventory/{sku}[/audit]; returns 0 when the path has that shape. */
@@ -357,7 +336,7 @@ void inv_handle(void *app, const struct http_req *req, struct http_resp *resp)
 {
     const struct inv_conf *c = app;
     const char *p = req->path, *route = "other", *guard_label = "-";
-    char sku[GUARD_SKU_MAX + 2], err[256];
+    char sku[STOCK_SKU_MAX + 2], err[256];
     int audit, sp;
 
     if (strcmp(p, "/inventory/deduct") == 0) {
@@ -382,7 +361,7 @@ void inv_handle(void *app, const struct http_req *req, struct http_resp *resp)
         else http_error(resp, 405, "method_not_allowed", "use GET %s", p);
     } else if (strcmp(p, "/metrics") == 0) {
         route = "metrics";
-        rcache_export_metrics();
+        guard_export_metrics();
         service_metrics(req, resp);
     } else if ((sp = sku_path(p, sku, sizeof(sku), &audit)) != -1) {
         route = audit ? "audit" : "sku";
@@ -404,5 +383,5 @@ void inv_handle(void *app, const struct http_req *req, struct http_resp *resp)
              resp->status, guard_label);
     metrics_add("lab_http_requests_total", labels, 1);
     snprintf(labels, sizeof(labels), "route=\"%s\"", route);
-    metrics_observe("lab_http_request_duration_seconds", labels, http_now() - req->started);
+    metrics_observe("lab_http_request_duration_seconds", labels, util_now() - req->started);
 }

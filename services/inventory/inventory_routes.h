@@ -1,8 +1,8 @@
-/* HTTP routes of the inventory service (shared/API.md). */
+/* HTTP routes of the inventory service (services/API.md). */
 #ifndef INVENTORY_ROUTES_H
 #define INVENTORY_ROUTES_H
 
-#include "http.h"
+#include "base/http.h"
 #include "inventory_config.h"
 
 /* The http_handler_fn; app is a const struct inv_conf *. */

@@ -1,14 +1,14 @@
-/* Inventory service: parse options, serve HTTP until SIGINT/SIGTERM. */
-#include "db.h"
-#include "http.h"
+/* Inventory service: parse options, open the guards, serve HTTP until
+ * SIGINT/SIGTERM. */
 #include "inventory_config.h"
 #include "inventory_routes.h"
-#include "metrics.h"
 
-#include <pthread.h>
-#include <signal.h>
+#include "base/db.h"
+#include "base/metrics.h"
+#include "base/service.h"
+#include "guards/guard.h"
+
 #include <stdio.h>
-#include <string.h>
 
 int main(int argc, char **argv)
 {
@@ -25,32 +25,22 @@ int main(int argc, char **argv)
         fprintf(stderr, "inventory: mysql_library_init failed\n");
         return 1;
     }
+    if (guard_init_all(conf.instance, err, sizeof(err)) != 0) {
+        fprintf(stderr, "inventory: %s\n", err);
+        db_global_end();
+        return 2;
+    }
     metrics_describe("lab_http_requests_total", "counter", "HTTP requests by route, status and guard");
     metrics_describe("lab_deductions_total", "counter", "deductions by guard and outcome");
     metrics_describe("lab_retries_total", "counter", "optimistic misses and deadlock retries");
     metrics_describe("lab_lock_wait_seconds", "histogram", "time spent acquiring a guard");
 
-    sigset_t sigs;
-    sigemptyset(&sigs);
-    sigaddset(&sigs, SIGINT);
-    sigaddset(&sigs, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &sigs, NULL);   /* workers inherit the mask */
-    signal(SIGPIPE, SIG_IGN);
-
-    struct http_server *srv = http_start(conf.bind, conf.port, conf.threads, inv_handle,
-                                         &conf, err, sizeof(err));
-    if (!srv) {
-        fprintf(stderr, "inventory: %s\n", err);
-        db_global_end();
-        return 1;
-    }
-    fprintf(stderr, "inventory %s listening on %s:%ld, guard %s, mysql %s:%ld/%s\n",
-            conf.instance, conf.bind, conf.port, conf.guard, conf.db.host, conf.db.port,
-            conf.db.dbname);
-    int sig;
-    sigwait(&sigs, &sig);
-    fprintf(stderr, "inventory %s: signal %d, stopping\n", conf.instance, sig);
-    http_stop(srv);
+    char banner[512];
+    snprintf(banner, sizeof(banner), "%s listening on %s:%ld, guard %s, mysql %s:%ld/%s",
+             conf.instance, conf.bind, conf.port, conf.guard, conf.db.host, conf.db.port,
+             conf.db.dbname);
+    rc = service_run("inventory", conf.bind, conf.port, conf.threads, inv_handle, &conf, banner);
+    guard_fini_all();
     db_global_end();
-    return 0;
+    return rc;
 }

@@ -1,12 +1,11 @@
 /* Order service: parse options, serve HTTP until SIGINT/SIGTERM. */
-#include "db.h"
-#include "http.h"
 #include "inventory_client.h"
 #include "order_config.h"
 #include "order_routes.h"
 
-#include <pthread.h>
-#include <signal.h>
+#include "base/db.h"
+#include "base/service.h"
+
 #include <stdio.h>
 
 int main(int argc, char **argv)
@@ -24,27 +23,12 @@ int main(int argc, char **argv)
         fprintf(stderr, "order: library initialisation failed\n");
         return 1;
     }
-    sigset_t sigs;
-    sigemptyset(&sigs);
-    sigaddset(&sigs, SIGINT);
-    sigaddset(&sigs, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
-    signal(SIGPIPE, SIG_IGN);
-
-    struct http_server *srv = http_start(conf.bind, conf.port, conf.threads, order_handle,
-                                         &conf, err, sizeof(err));
-    if (!srv) {
-        fprintf(stderr, "order: %s\n", err);
-        return 1;
-    }
-    fprintf(stderr, "order %s listening on %s:%ld, %d inventory instance(s), mysql %s:%ld/%s\n",
-            conf.instance, conf.bind, conf.port, conf.nurls, conf.db.host, conf.db.port,
-            conf.db.dbname);
-    int sig;
-    sigwait(&sigs, &sig);
-    fprintf(stderr, "order %s: signal %d, stopping\n", conf.instance, sig);
-    http_stop(srv);
+    char banner[512];
+    snprintf(banner, sizeof(banner),
+             "%s listening on %s:%ld, %d inventory instance(s), mysql %s:%ld/%s", conf.instance,
+             conf.bind, conf.port, conf.nurls, conf.db.host, conf.db.port, conf.db.dbname);
+    rc = service_run("order", conf.bind, conf.port, conf.threads, order_handle, &conf, banner);
     invc_global_end();
     db_global_end();
-    return 0;
+    return rc;
 }

@@ -57,7 +57,7 @@ int order_split_urls(struct order_conf *c, char *err, size_t errlen)
 int order_conf_load(struct order_conf *c, int argc, char **argv, char *err, size_t errlen)
 {
     int rc = cfg_parse(order_options, order_noptions, c, argc, argv,
-                       "Order service of the oversell lab (API: shared/API.md).", err,
+                       "Order service of the oversell lab (API: services/API.md).", err,
                        errlen);
     if (rc != CFG_OK)
         return rc;

@@ -2,8 +2,8 @@
 #ifndef ORDER_CONFIG_H
 #define ORDER_CONFIG_H
 
-#include "config.h"
-#include "db.h"
+#include "base/config.h"
+#include "base/db.h"
 
 #define ORDER_MAX_INVENTORY 16
 

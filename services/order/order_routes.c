@@ -2,12 +2,14 @@
  * order; if the order cannot be recorded, give the stock back. */
 #include "order_routes.h"
 
-#include "db.h"
 #include "inventory_client.h"
-#include "metrics.h"
-#include "request.h"
-#include "service.h"
-#include "util.h"
+#include "order_store.h"
+
+#include "base/db.h"
+#include "base/metrics.h"
+#include "base/service.h"
+#include "base/util.h"
+#include "stock/request.h"
 
 #include <stdatomic.h>
 #include <stdio.h>
@@ -68,7 +70,7 @@ static int compensate(const struct order_conf *c, int first, const char *order_i
 static void place_order(const struct order_conf *c, json_t *order, const char *user_id,
                         struct http_resp *resp)
 {
-    char order_id[GUARD_ID_MAX + 1];
+    char order_id[STOCK_ID_MAX + 1];
     char prefix[40];
     snprintf(prefix, sizeof(prefix), "o-%.20s", c->instance);
     util_make_id(order_id, sizeof(order_id), prefix);
@@ -110,10 +112,8 @@ static void place_order(const struct order_conf *c, json_t *order, const char *u
         goto out;
     }
     struct db_conn *db = db_thread_conn(&c->db);
-    long long n = db ? db_run(db, "INSERT INTO orders (order_id, user_id, sku, qty, guard, "
-                                  "inventory_instance) VALUES (?, ?, ?, ?, ?, ?)",
-                              "sssl" "ss", "", order_id, user_id, sku, (long long)qty,
-                              guard, instance)
+    long long n = db ? order_store_insert(db, order_id, user_id, sku, (long long)qty, guard,
+                                          instance)
                      : DB_EUNAVAIL;
     if (n < 0) {
         int back = compensate(c, used, order_id);
@@ -160,7 +160,7 @@ static void handle_post_orders(const struct order_conf *c, const struct http_req
                       req_check_id("user_id", json_string_value(user), err, sizeof(err)) != 0))
         http_error(resp, 400, "bad_request", "%s", json_is_string(user) ? err : "user_id must be a string");
     else {
-        char user_id[GUARD_ID_MAX + 1];
+        char user_id[STOCK_ID_MAX + 1];
         snprintf(user_id, sizeof(user_id), "%s", user ? json_string_value(user) : "anonymous");
         place_order(c, o, user_id, resp);
     }
@@ -199,9 +199,7 @@ static void handle_count(const struct order_conf *c, const struct http_req *req,
     }
     struct db_conn *db = db_thread_conn(&c->db);
     long long orders = 0, units = 0;
-    long long n = db ? db_run(db, "SELECT COUNT(*), CAST(COALESCE(SUM(qty), 0) AS SIGNED) "
-                                  "FROM orders WHERE sku=?", "s", "ll", sku, &orders, &units)
-                     : DB_EUNAVAIL;
+    long long n = db ? order_store_count(db, sku, &orders, &units) : DB_EUNAVAIL;
     if (n < 0) {
         snprintf(resp->retry_after, sizeof(resp->retry_after), "1");
         http_error(resp, 503, "backend_unavailable", "order database: %s",
@@ -266,5 +264,5 @@ void order_handle(void *app, const struct http_req *req, struct http_resp *resp)
     snprintf(labels, sizeof(labels), "route=\"%s\",status=\"%d\"", route, resp->status);
     metrics_add("lab_http_requests_total", labels, 1);
     snprintf(labels, sizeof(labels), "route=\"%s\"", route);
-    metrics_observe("lab_http_request_duration_seconds", labels, http_now() - req->started);
+    metrics_observe("lab_http_request_duration_seconds", labels, util_now() - req->started);
 }

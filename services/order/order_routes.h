@@ -1,8 +1,8 @@
-/* HTTP routes of the order service (shared/API.md). */
+/* HTTP routes of the order service (services/API.md). */
 #ifndef ORDER_ROUTES_H
 #define ORDER_ROUTES_H
 
-#include "http.h"
+#include "base/http.h"
 #include "order_config.h"
 
 /* The http_handler_fn; app is a const struct order_conf *. */

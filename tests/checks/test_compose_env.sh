@@ -7,6 +7,7 @@
 # the bench `loadtest` container must be read by loadtest/compare (or loadgen).
 # With the binaries built, each container's environment is also fed to the
 # binary, which parses it before printing --help: every value must parse.
+# The inventory's table includes the guards' own rows (lib/guards/*.c).
 # Exit 0 pass, 77 skip (no docker-compose / python3-yaml, or neither the
 # binaries nor the config tables exist yet), 1 fail. No engine, no network.
 set -u
@@ -57,12 +58,14 @@ def from_help(role):
 def from_c(role):
     files = sorted(glob.glob(f"services/{role}/*config*.c")) or \
             sorted(glob.glob(f"services/{role}/*.c"))
+    if role == "inventory":   # guards bring their own option rows
+        files += sorted(glob.glob("lib/guards/*.c"))
     table = {}
     for f in files:
         text = open(f, errors="replace").read()
-        # Shared rows come from lib/db.h's DB_CFG_OPTIONS macro.
+        # Shared rows come from lib/base/db.h's DB_CFG_OPTIONS macro.
         if "DB_CFG_OPTIONS(" in text:
-            text += open("lib/db.h", errors="replace").read()
+            text += open("lib/base/db.h", errors="replace").read()
         for m in C_ROW.finditer(text):
             table[m.group(2)] = m.group(3)
     return table or None

@@ -183,7 +183,7 @@ def ignored(path):
     return out
 
 must_ship = ["Makefile", "deploy/docker/entrypoint.sh"]
-must_ship += glob.glob("lib/*.[ch]") + glob.glob("services/*/*.[ch]") + glob.glob("loadtest/**/*.[ch]", recursive=True)
+must_ship += glob.glob("lib/*/*.[ch]") + glob.glob("services/*/*.[ch]") + glob.glob("loadtest/**/*.[ch]", recursive=True)
 must_ship += sorted(glob.glob("sql/*.sql")) + glob.glob("loadtest/scenarios/*.conf")
 must_ship += ["loadtest/compare"] if os.path.exists("loadtest/compare") else []
 for f in must_ship:

@@ -29,7 +29,7 @@ cfg = yaml.safe_load(open(os.path.join(tmp, "config.yml")))
 services = cfg.get("services") or {}
 problems = []
 
-# The contract: which service listens where (API.md, the seeds' ports).
+# The contract: which service listens where (services/API.md, the seeds' ports).
 EXPECT = {"inventory-1": ("inventory", 8001), "inventory-2": ("inventory", 8002),
           "order": ("order", 8000), "inventory": ("inventory", 8001)}
 HEALTH = "/healthz"

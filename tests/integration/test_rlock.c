@@ -1,6 +1,8 @@
-/* rlock and redlock against real Redis servers: LAB_REDIS_PORT (one Redis)
- * and LAB_REDLOCK_PORTS (comma list of independent masters), on 127.0.0.1.
- * Skipped when those are absent. test_slow_* start their own redis-server. */
+/* rconn, rlock and redlock against real Redis servers.
+ *
+ * LAB_REDIS_PORT (one Redis) and LAB_REDLOCK_PORTS (comma list of
+ * independent masters), on 127.0.0.1; skipped when those are absent.
+ * test_slow_* start their own redis-server. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -8,7 +10,6 @@
 #include <cmocka.h>
 
 #include <arpa/inet.h>
-#include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -24,21 +25,16 @@
 
 #include <hiredis/hiredis.h>
 
-#include "redlock.h"
-#include "rlock.h"
+#include "base/rconn.h"
+#include "base/redlock.h"
+#include "base/rlock.h"
+#include "base/util.h"
 
 static int redis_port;
 static struct redlock_config rl_cfg;
 static int have_redlock;
 
 /* ---- helpers ---------------------------------------------------------- */
-
-static void sleep_ms(long ms)
-{
-    struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-        ;
-}
 
 /* A loopback port nothing listens on: bind an ephemeral one, then close. */
 static int dead_port(void)
@@ -127,6 +123,206 @@ static struct rlock_stats_snap snap(struct rlock_client *c)
 #define NEED_REDIS() do { if (!redis_port) { skip(); } } while (0)
 #define NEED_REDLOCK() do { if (!have_redlock) { skip(); } } while (0)
 
+/* ---- rconn ------------------------------------------------------------ */
+
+/* The server-side id of a connection, to kill it or tell two apart. */
+static long long client_id(redisContext *ctx)
+{
+    redisReply *r = redisCommand(ctx, "CLIENT ID");
+    assert_non_null(r);
+    assert_int_equal(r->type, REDIS_REPLY_INTEGER);
+    long long id = r->integer;
+    freeReplyObject(r);
+    return id;
+}
+
+static void test_rconn_cmd(void **state)
+{
+    NEED_REDIS();
+    struct rconn_pool *p = rconn_pool_new("127.0.0.1", redis_port, 200, 500);
+    char key[128], err[160] = "", want[64];
+    redisReply *r;
+
+    key_for(key, sizeof key, "rconn-cmd");
+    snprintf(want, sizeof want, "127.0.0.1:%d", redis_port);
+    assert_string_equal(rconn_pool_addr(p), want);
+    assert_int_equal(rconn_ping(p, err, sizeof err), 0);
+
+    r = rconn_cmd(p, err, sizeof err, "SET %s %s", key, "v 1");
+    assert_non_null(r);
+    freeReplyObject(r);
+    const char *av[2] = { "GET", key };
+    r = rconn_cmd_argv(p, err, sizeof err, 2, av);
+    assert_non_null(r);
+    assert_int_equal(r->type, REDIS_REPLY_STRING);
+    assert_string_equal(r->str, "v 1");
+    freeReplyObject(r);
+
+    /* An error reply is NULL with its text; the connection stays pooled. */
+    r = rconn_cmd(p, err, sizeof err, "INCR %s", key);
+    assert_null(r);
+    if (strncmp(err, "redis error: ", 13) != 0 || !strstr(err, "not an integer"))
+        fail_msg("error reply text: '%s'", err);
+    r = rconn_cmd(p, NULL, 0, "DEL %s", key);   /* err is optional */
+    assert_non_null(r);
+    freeReplyObject(r);
+    rconn_pool_free(p);
+}
+
+static void test_rconn_unreachable(void **state)
+{
+    int port = dead_port();
+    struct rconn_pool *p = rconn_pool_new("127.0.0.1", port, 200, 200);
+    char err[160] = "", want[64];
+
+    snprintf(want, sizeof want, "redis 127.0.0.1:%d: ", port);
+    assert_null(rconn_cmd(p, err, sizeof err, "PING"));
+    if (strncmp(err, want, strlen(want)) != 0 || strlen(err) <= strlen(want))
+        fail_msg("unreachable text: '%s'", err);
+    assert_int_equal(rconn_ping(p, NULL, 0), -1);
+    assert_null(rconn_get(p, NULL, 0));
+    assert_null(rconn_connect("127.0.0.1", port, 200, 200, NULL, 0));
+    rconn_pool_free(p);
+}
+
+/* SCRIPT FLUSH (or a restart) forgets our SHA: the next call falls back
+ * to EVAL and keeps working. */
+static void test_rconn_script_noscript(void **state)
+{
+    NEED_REDIS();
+    static struct rconn_script s = RCONN_SCRIPT(
+        "return {KEYS[1], ARGV[1], tonumber(ARGV[2]) + 1}");
+    struct rconn_pool *p = rconn_pool_new("127.0.0.1", redis_port, 200, 500);
+    redisContext *r = raw(redis_port);
+    const char *av[3] = { "k", "a", "41" };
+    char err[160] = "";
+
+    for (int round = 0; round < 3; round++) {
+        if (round == 2)
+            freeReplyObject(redisCommand(r, "SCRIPT FLUSH"));
+        redisReply *rep = rconn_eval(p, err, sizeof err, &s, 1, 3, av);
+        if (!rep)
+            fail_msg("round %d: %s", round, err);
+        assert_int_equal(rep->type, REDIS_REPLY_ARRAY);
+        assert_int_equal(rep->elements, 3);
+        assert_string_equal(rep->element[0]->str, "k");
+        assert_string_equal(rep->element[1]->str, "a");
+        assert_int_equal(rep->element[2]->integer, 42);
+        freeReplyObject(rep);
+        assert_int_equal(atomic_load(&s.ready), 1);
+        assert_int_equal((int)strlen(s.sha), 40);
+    }
+    /* After a flush a plain EVALSHA would fail; ours re-caches it. */
+    freeReplyObject(redisCommand(r, "SCRIPT FLUSH"));
+    redisContext *ctx = rconn_get(p, err, sizeof err);
+    assert_non_null(ctx);
+    redisReply *rep = rconn_script_run(ctx, &s, 1, 3, av);
+    assert_non_null(rep);
+    assert_int_equal(rep->type, REDIS_REPLY_ARRAY);
+    freeReplyObject(rep);
+    rep = redisCommand(r, "SCRIPT EXISTS %s", s.sha);
+    assert_non_null(rep);
+    assert_int_equal(rep->type, REDIS_REPLY_ARRAY);
+    assert_int_equal(rep->element[0]->integer, 1);   /* cached again */
+    freeReplyObject(rep);
+    /* A script error is an error reply, not a dead connection. */
+    static struct rconn_script bad = RCONN_SCRIPT("return redis.call('nosuchcommand')");
+    rep = rconn_script_run(ctx, &bad, 0, 0, NULL);
+    assert_non_null(rep);
+    assert_int_equal(rep->type, REDIS_REPLY_ERROR);
+    freeReplyObject(rep);
+    assert_int_equal(ctx->err, 0);
+    /* Longer than the stack array (a guard over 64 segment keys) works. */
+    static struct rconn_script count = RCONN_SCRIPT("return {#KEYS, #ARGV}");
+    const char *many[2 * RCONN_SCRIPT_ARGS_MAX];
+    for (int i = 0; i < 2 * RCONN_SCRIPT_ARGS_MAX; i++)
+        many[i] = "x";
+    rep = rconn_script_run(ctx, &count, RCONN_SCRIPT_ARGS_MAX, 2 * RCONN_SCRIPT_ARGS_MAX, many);
+    assert_non_null(rep);
+    assert_int_equal(rep->type, REDIS_REPLY_ARRAY);
+    assert_int_equal(rep->element[0]->integer, RCONN_SCRIPT_ARGS_MAX);
+    assert_int_equal(rep->element[1]->integer, RCONN_SCRIPT_ARGS_MAX);
+    freeReplyObject(rep);
+    assert_int_equal(ctx->err, 0);
+    /* More keys than arguments is refused before anything is sent. */
+    assert_null(rconn_script_run(ctx, &s, 4, 3, av));
+    assert_true(ctx->err != 0);
+    rconn_put(p, ctx);   /* broken: freed, not pooled */
+    assert_null(rconn_eval(p, err, sizeof err, &bad, 0, 0, NULL));
+    assert_non_null(strstr(err, "redis error: "));
+    redisFree(r);
+    rconn_pool_free(p);
+}
+
+/* A pooled connection the server closed (a restart, a CLIENT KILL) fails
+ * with EOF: the command is sent once more on a new connection. */
+static void test_rconn_eof_retry(void **state)
+{
+    NEED_REDIS();
+    struct rconn_pool *p = rconn_pool_new("127.0.0.1", redis_port, 200, 500);
+    redisContext *r = raw(redis_port);
+    char err[160] = "";
+
+    redisContext *ctx = rconn_get(p, err, sizeof err);
+    assert_non_null(ctx);
+    long long id = client_id(ctx);
+    rconn_put(p, ctx);
+    assert_int_equal(raw_int(r, "CLIENT KILL ID %lld", id), 1);
+    redisReply *rep = rconn_cmd(p, err, sizeof err, "PING");
+    if (!rep)
+        fail_msg("not retried: %s", err);
+    freeReplyObject(rep);
+    /* and the retry's connection went back to the pool */
+    ctx = rconn_get(p, err, sizeof err);
+    assert_true(client_id(ctx) > id);
+    rconn_put(p, ctx);
+
+    /* A timeout may have applied the command: reported, not retried. */
+    struct rconn_pool *slow = rconn_pool_new("127.0.0.1", redis_port, 200, 100);
+    char key[128];
+    key_for(key, sizeof key, "rconn-timeout");
+    int64_t t0 = util_now_ms();
+    assert_null(rconn_cmd(slow, err, sizeof err, "BLPOP %s 1", key));
+    long took = (long)(util_now_ms() - t0);
+    char want[64];
+    snprintf(want, sizeof want, "redis 127.0.0.1:%d: ", redis_port);
+    if (strncmp(err, want, strlen(want)) != 0)
+        fail_msg("timeout text: '%s'", err);
+    if (took < 90 || took > 190)
+        fail_msg("timeout took %ld ms: retried?", took);
+    rconn_pool_free(slow);
+    redisFree(r);
+    rconn_pool_free(p);
+}
+
+/* A context given back broken takes every idle one with it. */
+static void test_rconn_pool_flush(void **state)
+{
+    NEED_REDIS();
+    struct rconn_pool *p = rconn_pool_new("127.0.0.1", redis_port, 200, 500);
+    redisContext *r = raw(redis_port);
+
+    redisContext *a = rconn_get(p, NULL, 0);
+    redisContext *b = rconn_get(p, NULL, 0);
+    assert_non_null(a);
+    assert_non_null(b);
+    long long ida = client_id(a), idb = client_id(b);
+    rconn_put(p, b);
+    assert_ptr_equal(rconn_get(p, NULL, 0), b);   /* a healthy one is reused */
+    rconn_put(p, b);
+
+    assert_int_equal(raw_int(r, "CLIENT KILL ID %lld", ida), 1);
+    assert_null(redisCommand(a, "PING"));
+    assert_true(a->err != 0);
+    rconn_put(p, a);                               /* frees a, and b with it */
+    redisContext *c = rconn_get(p, NULL, 0);
+    assert_non_null(c);
+    assert_true(client_id(c) > idb);
+    rconn_put(p, c);
+    redisFree(r);
+    rconn_pool_free(p);
+}
+
 /* ---- mutual exclusion ------------------------------------------------- */
 
 #define MX_THREADS 8
@@ -161,7 +357,7 @@ static void *mx_worker(void *p)
         int rc = rlock_acquire(l, 20000);
         if (rc != RLOCK_OK) {
             if (atomic_fetch_add(&a->failures, 1) == 0)
-                snprintf(a->why, sizeof a->why, "acquire: %s", l->errstr);
+                snprintf(a->why, sizeof a->why, "acquire: %s", rlock_errstr(l));
             continue;
         }
         unsafe_increment(a->counter);
@@ -227,12 +423,12 @@ static void test_uncontended_rate(void **state)
         struct rlock_opts o = opts(kinds[k], 10000, 1);
         struct rlock *l = rlock_new(c, key, &o);
         int n = 3000;
-        int64_t t0 = rlock_now_ms();
+        int64_t t0 = util_now_ms();
         for (int i = 0; i < n; i++) {
             assert_int_equal(rlock_acquire(l, 1000), RLOCK_OK);
             assert_int_equal(rlock_release(l), RLOCK_OK);
         }
-        int64_t ms = rlock_now_ms() - t0;
+        int64_t ms = util_now_ms() - t0;
         printf("# uncontended %s lock+unlock: %d in %lld ms (%.0f/s)\n",
                rlock_kind_name(kinds[k]), n, (long long)ms, n * 1000.0 / (double)(ms ? ms : 1));
         rlock_free(l);
@@ -256,19 +452,19 @@ static void test_reentrant(void **state)
 
     assert_int_equal(rlock_acquire(l, 0), RLOCK_OK);
     assert_int_equal(rlock_acquire(l, 0), RLOCK_OK);
-    assert_int_equal(l->depth, 2);
-    assert_int_equal(raw_int(r, "HGET %s %s", key, l->token), 2);
+    assert_int_equal(rlock_depth(l), 2);
+    assert_int_equal(raw_int(r, "HGET %s %s", key, rlock_token(l)), 2);
     assert_int_equal(rlock_acquire(other, 0), RLOCK_TIMEOUT);
 
     assert_int_equal(rlock_release(l), RLOCK_OK);
     assert_int_equal(raw_int(r, "EXISTS %s", key), 1);
-    assert_int_equal(raw_int(r, "HGET %s %s", key, l->token), 1);
+    assert_int_equal(raw_int(r, "HGET %s %s", key, rlock_token(l)), 1);
     assert_true(raw_int(r, "PTTL %s", key) > 4000);
     assert_int_equal(rlock_acquire(other, 0), RLOCK_TIMEOUT);
 
     assert_int_equal(rlock_release(l), RLOCK_OK);
     assert_int_equal(raw_int(r, "EXISTS %s", key), 0);
-    assert_int_equal(l->depth, 0);
+    assert_int_equal(rlock_depth(l), 0);
     assert_int_equal(rlock_release(l), RLOCK_EINVAL);
 
     assert_int_equal(rlock_acquire(other, 0), RLOCK_OK);
@@ -302,8 +498,8 @@ static void test_bad_handles(void **state)
     longkey[sizeof longkey - 1] = '\0';
     struct rlock *l1 = rlock_new(c, longkey, NULL);
     struct rlock *l2 = rlock_new(c, "rlocktest:badttl", &o);
-    assert_int_equal(l1->err, RLOCK_EINVAL);
-    assert_int_equal(l2->err, RLOCK_EINVAL);
+    assert_int_equal(rlock_err(l1), RLOCK_EINVAL);
+    assert_int_equal(rlock_err(l2), RLOCK_EINVAL);
     assert_int_equal(rlock_acquire(l1, 0), RLOCK_EINVAL);
     assert_int_equal(rlock_acquire(l2, 0), RLOCK_EINVAL);
     rlock_free(l1);
@@ -312,7 +508,7 @@ static void test_bad_handles(void **state)
     struct rlock_opts po = opts(RLOCK_REENTRANT, 1000, 0);
     po.release = RLOCK_RELEASE_PLAIN_DEL;
     struct rlock *l3 = rlock_new(c, "rlocktest:kind", &po);
-    assert_int_equal(l3->opts.kind, RLOCK_SIMPLE);
+    assert_int_equal(rlock_get_opts(l3)->kind, RLOCK_SIMPLE);
     rlock_free(l3);
     rlock_client_free(c);
 }
@@ -330,8 +526,8 @@ static void test_token_release_refuses_foreign(void **state)
     struct rlock *l = rlock_new(c, key, &o);
     assert_int_equal(rlock_acquire(l, 0), RLOCK_OK);
     raw_get(r, key, val, sizeof val);
-    assert_string_equal(val, l->token);
-    sleep_ms(200);
+    assert_string_equal(val, rlock_token(l));
+    util_sleep_ms(200);
     assert_int_equal(raw_int(r, "EXISTS %s", key), 0);
     freeReplyObject(redisCommand(r, "SET %s someone-else PX 5000", key));
     assert_int_equal(rlock_release(l), RLOCK_ELOST);
@@ -345,14 +541,14 @@ static void test_token_release_refuses_foreign(void **state)
     key_for(key, sizeof key, "foreign-hash");
     struct rlock_opts ho = opts(RLOCK_REENTRANT, 100, 0);
     struct rlock *a = rlock_new(c, key, &ho);
-    struct rlock *b = rlock_new(c, key, &ho);
     assert_int_equal(rlock_acquire(a, 0), RLOCK_OK);
-    sleep_ms(200);
+    util_sleep_ms(200);
     ho.ttl_ms = 5000;
-    b->opts.ttl_ms = 5000;
+    struct rlock *b = rlock_new(c, key, &ho);
+    assert_int_equal(rlock_get_opts(b)->ttl_ms, 5000);
     assert_int_equal(rlock_acquire(b, 0), RLOCK_OK);
     assert_int_equal(rlock_release(a), RLOCK_ELOST);
-    assert_int_equal(raw_int(r, "HGET %s %s", key, b->token), 1);
+    assert_int_equal(raw_int(r, "HGET %s %s", key, rlock_token(b)), 1);
     assert_int_equal(rlock_release(b), RLOCK_OK);
     assert_int_equal(snap(c).lost, 2);
     rlock_free(a);
@@ -364,7 +560,7 @@ static void test_token_release_refuses_foreign(void **state)
     go.release = RLOCK_RELEASE_GET_THEN_DEL;
     struct rlock *g = rlock_new(c, key, &go);
     assert_int_equal(rlock_acquire(g, 0), RLOCK_OK);
-    sleep_ms(200);
+    util_sleep_ms(200);
     freeReplyObject(redisCommand(r, "SET %s someone-else PX 5000", key));
     assert_int_equal(rlock_release(g), RLOCK_ELOST);
     raw_get(r, key, val, sizeof val);
@@ -397,7 +593,7 @@ static void test_plain_del_deletes_foreign(void **state)
     struct rlock *cc = rlock_new(c, key, &bo);
 
     assert_int_equal(rlock_acquire(a, 0), RLOCK_OK);
-    sleep_ms(250);
+    util_sleep_ms(250);
     assert_int_equal(rlock_acquire(b, 0), RLOCK_OK);
     assert_int_equal(rlock_release(a), RLOCK_ELOST);
     assert_int_equal(raw_int(r, "EXISTS %s", key), 0);     /* B's lock gone */
@@ -451,8 +647,8 @@ static void test_watchdog_keeps_lock(void **state)
     assert_int_equal(rlock_acquire(l, 0), RLOCK_OK);
     assert_int_equal(rlock_acquire(s, 0), RLOCK_OK);
     for (int i = 0; i < 5; i++) {
-        sleep_ms(200);
-        assert_int_equal(raw_int(r, "HGET %s %s", key, l->token), 1);
+        util_sleep_ms(200);
+        assert_int_equal(raw_int(r, "HGET %s %s", key, rlock_token(l)), 1);
         assert_true(raw_int(r, "PTTL %s", key) > 0);
         assert_true(raw_int(r, "PTTL %s", key2) > 0);
     }
@@ -465,7 +661,7 @@ static void test_watchdog_keeps_lock(void **state)
     assert_int_equal(snap(c).lost, 0);
     /* renewals stop on release */
     unsigned long long before = snap(c).renewals;
-    sleep_ms(250);
+    util_sleep_ms(250);
     assert_int_equal(snap(c).renewals, before);
     assert_int_equal(raw_int(r, "EXISTS %s", key), 0);
 
@@ -489,7 +685,7 @@ static void test_watchdog_marks_lost(void **state)
     assert_int_equal(rlock_acquire(l, 0), RLOCK_OK);
     /* someone deletes it behind our back (an operator, a plain-del peer) */
     freeReplyObject(redisCommand(r, "DEL %s", key));
-    sleep_ms(250);
+    util_sleep_ms(250);
     assert_int_equal(rlock_is_lost(l), 1);
     assert_int_equal(snap(c).lost, 1);
     assert_int_equal(rlock_release(l), RLOCK_ELOST);
@@ -511,7 +707,7 @@ static void test_no_watchdog_lock_expires(void **state)
     struct rlock *l = rlock_new(c, key, &o);
     struct rlock *other = rlock_new(c, key, &o);
     assert_int_equal(rlock_acquire(l, 0), RLOCK_OK);
-    sleep_ms(400);
+    util_sleep_ms(400);
     assert_int_equal(raw_int(r, "EXISTS %s", key), 0);
     assert_int_equal(rlock_acquire(other, 0), RLOCK_OK);
     assert_int_equal(rlock_release(l), RLOCK_ELOST);
@@ -537,7 +733,7 @@ static void *waiter_main(void *p)
 {
     struct waiter *w = p;
     w->rc = rlock_acquire(w->l, w->wait_ms);
-    w->done_ms = rlock_now_ms();
+    w->done_ms = util_now_ms();
     return NULL;
 }
 
@@ -556,10 +752,10 @@ static void test_wait_wakes_on_release(void **state)
         unsigned long long notes = snap(c).notifications;
 
         assert_int_equal(rlock_acquire(holder, 0), RLOCK_OK);
-        int64_t t0 = rlock_now_ms();
+        int64_t t0 = util_now_ms();
         assert_int_equal(pthread_create(&th, NULL, waiter_main, &w), 0);
-        sleep_ms(300);
-        int64_t released = rlock_now_ms();
+        util_sleep_ms(300);
+        int64_t released = util_now_ms();
         assert_int_equal(rlock_release(holder), RLOCK_OK);
         pthread_join(th, NULL);
         assert_int_equal(w.rc, RLOCK_OK);
@@ -571,7 +767,7 @@ static void test_wait_wakes_on_release(void **state)
         assert_true(lag < 60);
         assert_true(w.done_ms - t0 < 1000);
         assert_true(snap(c).notifications > notes);
-        assert_true(w.l->last_wait_ms >= 250);
+        assert_true(rlock_last_wait_ms(w.l) >= 250);
         assert_int_equal(rlock_release(w.l), RLOCK_OK);
         rlock_free(holder);
         rlock_free(w.l);
@@ -590,10 +786,10 @@ static void test_wait_times_out(void **state)
     struct rlock *holder = rlock_new(c, key, &o);
     struct rlock *l = rlock_new(c, key, &o);
     assert_int_equal(rlock_acquire(holder, 0), RLOCK_OK);
-    int64_t t0 = rlock_now_ms();
+    int64_t t0 = util_now_ms();
     assert_int_equal(rlock_acquire(l, 300), RLOCK_TIMEOUT);
-    long took = (long)(rlock_now_ms() - t0);
-    assert_int_equal(l->err, RLOCK_TIMEOUT);
+    long took = (long)(util_now_ms() - t0);
+    assert_int_equal(rlock_err(l), RLOCK_TIMEOUT);
     assert_true(took >= 295 && took < 450);
     struct rlock_stats_snap s = snap(c);
     assert_int_equal(s.timeouts, 1);
@@ -623,9 +819,9 @@ static void test_wait_for_expiry(void **state)
     struct rlock *holder = rlock_new(c, key, &ho);
     struct rlock *l = rlock_new(c, key, &wo);
     assert_int_equal(rlock_acquire(holder, 0), RLOCK_OK);
-    int64_t t0 = rlock_now_ms();
+    int64_t t0 = util_now_ms();
     assert_int_equal(rlock_acquire(l, 2000), RLOCK_OK);
-    long took = (long)(rlock_now_ms() - t0);
+    long took = (long)(util_now_ms() - t0);
     assert_true(took >= 200 && took < 450);
     assert_int_equal(rlock_release(l), RLOCK_OK);
     assert_int_equal(rlock_release(holder), RLOCK_ELOST);
@@ -644,11 +840,11 @@ static void test_unreachable_is_eunavail(void **state)
 
     assert_int_equal(rlock_client_err(c, NULL), RLOCK_EUNAVAIL);
     struct rlock *l = rlock_new(c, "rlocktest:unreachable", NULL);
-    int64_t t0 = rlock_now_ms();
+    int64_t t0 = util_now_ms();
     assert_int_equal(rlock_acquire(l, 3000), RLOCK_EUNAVAIL);
-    assert_true(rlock_now_ms() - t0 < 1000);
-    assert_int_equal(l->err, RLOCK_EUNAVAIL);
-    assert_true(strlen(l->errstr) > 0);
+    assert_true(util_now_ms() - t0 < 1000);
+    assert_int_equal(rlock_err(l), RLOCK_EUNAVAIL);
+    assert_true(strlen(rlock_errstr(l)) > 0);
     assert_int_equal(rlock_client_ping(c, why, sizeof why), RLOCK_EUNAVAIL);
     assert_non_null(strstr(why, "redis"));
     assert_int_equal(snap(c).unavailable, 1);
@@ -682,7 +878,7 @@ static pid_t start_redis(int port, const char *dir)
         redisFree(r);
         if (ok)
             return pid;
-        sleep_ms(20);
+        util_sleep_ms(20);
     }
     kill(pid, SIGKILL);
     waitpid(pid, NULL, 0);
@@ -707,9 +903,9 @@ static void test_slow_reconnect(void **state)
 
     kill(pid, SIGTERM);
     waitpid(pid, NULL, 0);
-    int64_t t0 = rlock_now_ms();
+    int64_t t0 = util_now_ms();
     assert_int_equal(rlock_acquire(l, 2000), RLOCK_EUNAVAIL);
-    assert_true(rlock_now_ms() - t0 < 1000);
+    assert_true(util_now_ms() - t0 < 1000);
     assert_int_equal(rlock_acquire(l, 2000), RLOCK_EUNAVAIL);
 
     pid = start_redis(port, dir);
@@ -759,9 +955,9 @@ static void redlock_round(int ndead, const char *name)
     assert_true(lease.validity_ms > 1900 && lease.validity_ms < 2000);
     assert_int_equal(count_keys(key), rl_cfg.nnodes - ndead);
     /* contended: bounded retries, then TIMEOUT, and it left nothing behind */
-    int64_t t0 = rlock_now_ms();
+    int64_t t0 = util_now_ms();
     assert_int_equal(redlock_lock(rl, key, 2000, 200, &other), REDLOCK_TIMEOUT);
-    long took = (long)(rlock_now_ms() - t0);
+    long took = (long)(util_now_ms() - t0);
     assert_true(took >= 195 && took < 400);
     assert_true(other.attempts >= 2);
     assert_int_equal(redlock_unlock(rl, &lease), REDLOCK_OK);
@@ -794,12 +990,14 @@ static void test_redlock_two_nodes_down(void **state)
     char key[128];
 
     key_for(key, sizeof key, "redlock-two-down");
-    int64_t t0 = rlock_now_ms();
+    int64_t t0 = util_now_ms();
     assert_int_equal(redlock_lock(rl, key, 2000, 3000, &lease), REDLOCK_EUNAVAIL);
-    assert_true(rlock_now_ms() - t0 < 500);
+    assert_true(util_now_ms() - t0 < 500);
     assert_int_equal(lease.err, REDLOCK_EUNAVAIL);
     assert_int_equal(count_keys(key), 0);   /* the one partial lock was undone */
     assert_int_equal(atomic_load(&redlock_stats(rl)->unavailable), 1);
+    /* each dead node failed to connect twice: the SET round and the undo */
+    assert_int_equal(atomic_load(&redlock_stats(rl)->node_errors), 4);
     redlock_free(rl);
 }
 
@@ -830,7 +1028,7 @@ static void test_redlock_mutual_exclusion(void **state)
     struct mx_arg a = { .redlock = redlock_new(&cfg), .key = key, .counter = &counter };
 
     key_for(key, sizeof key, "redlock-mx");
-    int64_t t0 = rlock_now_ms();
+    int64_t t0 = util_now_ms();
     for (int i = 0; i < 4; i++)
         assert_int_equal(pthread_create(&th[i], NULL, rl_worker, &a), 0);
     for (int i = 0; i < 4; i++)
@@ -838,7 +1036,7 @@ static void test_redlock_mutual_exclusion(void **state)
     assert_int_equal(atomic_load(&a.failures), 0);
     assert_int_equal(atomic_load(&counter), 200);
     printf("# redlock x%d: 200 contended lock+unlock in %lld ms, %llu rounds\n",
-           cfg.nnodes, (long long)(rlock_now_ms() - t0),
+           cfg.nnodes, (long long)(util_now_ms() - t0),
            (unsigned long long)atomic_load(&redlock_stats(a.redlock)->attempts));
     redlock_free(a.redlock);
 }
@@ -860,6 +1058,11 @@ int main(void)
         fprintf(stderr, "# LAB_REDLOCK_PORTS (3+ ports) not set: Redlock tests skipped\n");
 
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_rconn_cmd),
+        cmocka_unit_test(test_rconn_unreachable),
+        cmocka_unit_test(test_rconn_script_noscript),
+        cmocka_unit_test(test_rconn_eof_retry),
+        cmocka_unit_test(test_rconn_pool_flush),
         cmocka_unit_test(test_mutex_reentrant_8_threads),
         cmocka_unit_test(test_mutex_simple_8_threads),
         cmocka_unit_test(test_uncontended_rate),

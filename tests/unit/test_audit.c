@@ -8,7 +8,7 @@
 
 #include <string.h>
 
-#include "audit.h"
+#include "stock/audit.h"
 
 struct audit_case {
     const char *label;

@@ -14,7 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "config.h"
+#include "base/config.h"
 
 /* ---- cfg_parse_number -------------------------------------------------- */
 
@@ -394,6 +394,47 @@ static void test_too_many_options(void **state)
     assert_true(err[0] != '\0');
 }
 
+/* Several tables parsed as one: each row writes into its own group's
+ * struct, --help lists them all, one flag name may not appear twice. */
+struct plugin_conf {
+    long level;
+    char where[16];
+};
+
+static const struct cfg_opt plugin_opts[] = {
+    {"ut-level", NULL, CFG_INT, "3", 0, 9, offsetof(struct plugin_conf, level), 0, "level"},
+    {"ut-where", NULL, CFG_STR, "here", 0, 0, offsetof(struct plugin_conf, where),
+     sizeof(((struct plugin_conf *)0)->where), "where"},
+};
+
+static void test_groups(void **state)
+{
+    (void)state;
+    struct ut_conf conf;
+    struct plugin_conf plugin;
+    char err[256] = "";
+    struct argv_buf a;
+    memset(&conf, 0, sizeof conf);
+    memset(&plugin, 0, sizeof plugin);
+    struct cfg_group groups[] = {{ut_opts, UT_NOPTS, &conf}, {plugin_opts, 2, &plugin}};
+    static const char *const args[MAXARGS] = {"--ut-port", "5", "--ut-level", "7"};
+    build_argv(&a, args);
+    assert_int_equal(cfg_parse_groups(groups, 2, a.argc, a.argv, NULL, err, sizeof err),
+                     CFG_OK);
+    assert_int_equal(conf.port, 5);
+    assert_int_equal(plugin.level, 7);
+    assert_string_equal(plugin.where, "here");   /* default, in the plugin's struct */
+
+    /* The same table twice: one name in two groups is refused. */
+    struct cfg_group twice[] = {{plugin_opts, 2, &plugin}, {plugin_opts, 2, &plugin}};
+    static const char *const noargs[MAXARGS] = {0};
+    build_argv(&a, noargs);
+    err[0] = '\0';
+    assert_int_equal(cfg_parse_groups(twice, 2, a.argc, a.argv, NULL, err, sizeof err),
+                     CFG_ERR);
+    assert_non_null(strstr(err, "ut-level"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -403,6 +444,7 @@ int main(void)
         cmocka_unit_test(test_usage_to_stream),
         cmocka_unit_test(test_bad_default),
         cmocka_unit_test(test_too_many_options),
+        cmocka_unit_test_setup_teardown(test_groups, clear_env, clear_env),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

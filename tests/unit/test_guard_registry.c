@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "guard.h"
+#include "guards/guard.h"
 
 static void test_find_every_guard(void **state)
 {
@@ -143,6 +143,67 @@ static void test_safety_flags(void **state)
                      all[i]->expect);
 }
 
+/* Option tables: every guard row is well formed, a table shared by several
+ * guards is offered once, and no name is claimed twice (cfg_parse_groups
+ * would refuse to start). */
+static void test_option_groups(void **state)
+{
+    (void)state;
+    struct cfg_group groups[GUARD_GROUPS_MAX];
+    size_t ng = guard_option_groups(groups, GUARD_GROUPS_MAX);
+    size_t n = 0, with_options = 0;
+    const struct guard *const *all = guard_all(&n);
+    for (size_t i = 0; i < n; i++) {
+        if (!all[i]->noptions)
+            continue;
+        with_options++;
+        if (!all[i]->options || !all[i]->options_conf)
+            fail_msg("guard %s declares options without a table or a conf", all[i]->name);
+        int listed = 0;
+        for (size_t g = 0; g < ng; g++)
+            listed += groups[g].opts == all[i]->options;
+        if (listed != 1)
+            fail_msg("guard %s's option table is offered %d times", all[i]->name, listed);
+    }
+    assert_true(with_options >= 2);   /* the Redis guards and redlock */
+    assert_true(ng < with_options);   /* the Redis guards share one table */
+    for (size_t g = 0; g < ng; g++) {
+        for (size_t i = 0; i < groups[g].nopts; i++) {
+            const struct cfg_opt *o = &groups[g].opts[i];
+            if (!o->name || !o->env || !o->help)
+                fail_msg("guard option %zu of group %zu lacks name, env or help", i, g);
+            for (size_t h = 0; h < ng; h++)
+                for (size_t j = 0; j < groups[h].nopts; j++)
+                    if ((h != g || j != i) && strcmp(o->name, groups[h].opts[j].name) == 0)
+                        fail_msg("option --%s appears twice", o->name);
+        }
+    }
+    /* Parsing them all with no arguments fills every default. */
+    char arg0[] = "test", *argv[] = {arg0, NULL}, err[256] = "";
+    assert_int_equal(cfg_parse_groups(groups, ng, 1, argv, NULL, err, sizeof err), CFG_OK);
+}
+
+/* Guards that share a backend share its lifecycle: init and fini come in
+ * pairs, and a health check or metrics hook is never half-wired. */
+static void test_hooks_paired(void **state)
+{
+    (void)state;
+    size_t n = 0;
+    const struct guard *const *all = guard_all(&n);
+    for (size_t i = 0; i < n; i++) {
+        const struct guard *g = all[i];
+        if (!g->init != !g->fini)
+            fail_msg("guard %s has init without fini or fini without init", g->name);
+        if (g->health && !g->init)
+            fail_msg("guard %s checks a backend it never opens", g->name);
+        for (size_t j = 0; j < n; j++)
+            if (g->health && g->health == all[j]->health &&
+                (g->init != all[j]->init || g->options != all[j]->options))
+                fail_msg("guards %s and %s share a backend check but not its setup",
+                         g->name, all[j]->name);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -152,6 +213,8 @@ int main(void)
         cmocka_unit_test(test_names_list),
         cmocka_unit_test(test_every_guard_described),
         cmocka_unit_test(test_safety_flags),
+        cmocka_unit_test(test_option_groups),
+        cmocka_unit_test(test_hooks_paired),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
+#include "base/config.h"
 #include "../../loadtest/loadgen/lg_conf.h"
 #include "../../loadtest/loadgen/lg_report.h"
 

@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "request.h"
+#include "stock/request.h"
 
 #define A16 "aaaaaaaaaaaaaaaa"
 #define A64 A16 A16 A16 A16
@@ -57,35 +57,35 @@ struct deduct_ok {
     const char *sku, *order_id, *guard;
     long qty, hold_ms, lock_wait_ms, lock_ttl_ms;
     int watchdog;
-    enum lock_release release;
-    enum lock_acquire acquire;
+    enum rlock_release release;
+    enum rlock_acquire acquire;
 };
 
 static const struct deduct_ok deduct_ok_cases[] = {
     {"valid minimal: defaults everywhere", "{\"sku\":\"SKU-1\"}",
-     "SKU-1", "", "", 1, 0, 3000, 30000, 1, RELEASE_TOKEN_LUA, ACQUIRE_SET_NX_PX},
+     "SKU-1", "", "", 1, 0, 3000, 30000, 1, RLOCK_RELEASE_TOKEN_LUA, RLOCK_ACQUIRE_SET_NX_PX},
     {"API example",
      "{\"sku\":\"SKU-1\",\"qty\":1,\"order_id\":\"o-42\",\"guard\":\"for-update\",\"hold_ms\":0}",
-     "SKU-1", "o-42", "for-update", 1, 0, 3000, 30000, 1, RELEASE_TOKEN_LUA, ACQUIRE_SET_NX_PX},
+     "SKU-1", "o-42", "for-update", 1, 0, 3000, 30000, 1, RLOCK_RELEASE_TOKEN_LUA, RLOCK_ACQUIRE_SET_NX_PX},
     {"every field set",
      "{\"sku\":\"S\",\"qty\":1000,\"order_id\":\"o\",\"guard\":\"redis-lock\",\"hold_ms\":10000,"
      "\"lock_wait_ms\":0,\"lock_ttl_ms\":5,\"watchdog\":false,\"release\":\"plain-del\","
      "\"acquire\":\"setnx-then-expire\"}",
-     "S", "o", "redis-lock", 1000, 10000, 0, 5, 0, RELEASE_PLAIN_DEL, ACQUIRE_SETNX_THEN_EXPIRE},
+     "S", "o", "redis-lock", 1000, 10000, 0, 5, 0, RLOCK_RELEASE_PLAIN_DEL, RLOCK_ACQUIRE_SETNX_THEN_EXPIRE},
     {"release get-then-del, watchdog true",
      "{\"sku\":\"S\",\"release\":\"get-then-del\",\"watchdog\":true}",
-     "S", "", "", 1, 0, 3000, 30000, 1, RELEASE_GET_THEN_DEL, ACQUIRE_SET_NX_PX},
+     "S", "", "", 1, 0, 3000, 30000, 1, RLOCK_RELEASE_GET_THEN_DEL, RLOCK_ACQUIRE_SET_NX_PX},
     {"explicit safe lock options",
      "{\"sku\":\"S\",\"release\":\"token-lua\",\"acquire\":\"set-nx-px\"}",
-     "S", "", "", 1, 0, 3000, 30000, 1, RELEASE_TOKEN_LUA, ACQUIRE_SET_NX_PX},
+     "S", "", "", 1, 0, 3000, 30000, 1, RLOCK_RELEASE_TOKEN_LUA, RLOCK_ACQUIRE_SET_NX_PX},
     {"upper bounds", "{\"sku\":\"S\",\"lock_wait_ms\":60000,\"lock_ttl_ms\":600000}",
-     "S", "", "", 1, 0, 60000, 600000, 1, RELEASE_TOKEN_LUA, ACQUIRE_SET_NX_PX},
+     "S", "", "", 1, 0, 60000, 600000, 1, RLOCK_RELEASE_TOKEN_LUA, RLOCK_ACQUIRE_SET_NX_PX},
     {"64-byte sku and order_id", "{\"sku\":\"" A64 "\",\"order_id\":\"" A64 "\"}",
-     A64, A64, "", 1, 0, 3000, 30000, 1, RELEASE_TOKEN_LUA, ACQUIRE_SET_NX_PX},
+     A64, A64, "", 1, 0, 3000, 30000, 1, RLOCK_RELEASE_TOKEN_LUA, RLOCK_ACQUIRE_SET_NX_PX},
     {"unknown guard name left to the service", "{\"sku\":\"S\",\"guard\":\"no-such\"}",
-     "S", "", "no-such", 1, 0, 3000, 30000, 1, RELEASE_TOKEN_LUA, ACQUIRE_SET_NX_PX},
+     "S", "", "no-such", 1, 0, 3000, 30000, 1, RLOCK_RELEASE_TOKEN_LUA, RLOCK_ACQUIRE_SET_NX_PX},
     {"whitespace around", " \n{ \"sku\" : \"S\" , \"qty\" : 7 }\n ",
-     "S", "", "", 7, 0, 3000, 30000, 1, RELEASE_TOKEN_LUA, ACQUIRE_SET_NX_PX},
+     "S", "", "", 7, 0, 3000, 30000, 1, RLOCK_RELEASE_TOKEN_LUA, RLOCK_ACQUIRE_SET_NX_PX},
 };
 
 static void test_deduct_valid(void **state)
@@ -149,8 +149,8 @@ static void test_deduct_defaults_follow_instance(void **state)
     assert_int_equal(g.lock_wait_ms, 123);
     assert_int_equal(g.lock_ttl_ms, 4567);
     assert_int_equal(g.watchdog, 1);
-    assert_int_equal(g.release, RELEASE_TOKEN_LUA);
-    assert_int_equal(g.acquire, ACQUIRE_SET_NX_PX);
+    assert_int_equal(g.release, RLOCK_RELEASE_TOKEN_LUA);
+    assert_int_equal(g.acquire, RLOCK_ACQUIRE_SET_NX_PX);
     assert_string_equal(g.sku, "");
     assert_string_equal(g.order_id, "");
 }
@@ -333,7 +333,7 @@ static void test_release(void **state)
         {"empty body",           "",                                      0, "body"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        char id[GUARD_ID_MAX + 1] = "untouched", err[160] = "";
+        char id[STOCK_ID_MAX + 1] = "untouched", err[160] = "";
         int rc = req_parse_release(cases[i].body, strlen(cases[i].body), id, sizeof id,
                                    err, sizeof err);
         if ((rc == 0) != cases[i].ok)

@@ -1,5 +1,7 @@
-/* Pure parts of the Redis locks: token format and uniqueness, Redlock quorum
- * and validity arithmetic, segment split. No Redis needed. */
+/* Pure parts of the Redis locks, no Redis needed.
+ *
+ * Token format and uniqueness, option words, Redlock quorum and validity
+ * arithmetic, segment split. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,18 +13,23 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "redlock.h"
-#include "rlock.h"
-#include "segments.h"
+#include "base/rconn.h"
+#include "base/redlock.h"
+#include "base/rlock.h"
+#include "base/util.h"
+#include "stock/segments.h"
 
 /* ---- tokens ----------------------------------------------------------- */
+
+/* Lock tokens are util tokens: a buffer sized for one fits the other. */
+_Static_assert(RLOCK_TOKEN_MAX == UTIL_TOKEN_MAX, "token buffer sizes differ");
 
 static void test_token_format(void **state)
 {
     char tok[RLOCK_TOKEN_MAX], inst[64], hex[32];
     int tid;
     unsigned long long cnt;
-    int len = rlock_token_make(tok, sizeof tok, "inventory-1");
+    int len = util_make_token(tok, sizeof tok, "inventory-1");
 
     assert_true(len > 0);
     assert_int_equal((int)strlen(tok), len);
@@ -44,7 +51,7 @@ static void test_token_instance_sanitized(void **state)
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char tok[RLOCK_TOKEN_MAX];
-        assert_true(rlock_token_make(tok, sizeof tok, cases[i].in) > 0);
+        assert_true(util_make_token(tok, sizeof tok, cases[i].in) > 0);
         size_t n = strlen(cases[i].want);
         assert_memory_equal(tok, cases[i].want, n);
         assert_int_equal(tok[n], ':');
@@ -53,7 +60,7 @@ static void test_token_instance_sanitized(void **state)
     char longinst[300], tok[RLOCK_TOKEN_MAX];
     memset(longinst, 'x', sizeof longinst - 1);
     longinst[sizeof longinst - 1] = '\0';
-    int len = rlock_token_make(tok, sizeof tok, longinst);
+    int len = util_make_token(tok, sizeof tok, longinst);
     assert_true(len > 0 && len < RLOCK_TOKEN_MAX);
     assert_int_equal((int)strcspn(tok, ":"), 40);
 }
@@ -61,7 +68,7 @@ static void test_token_instance_sanitized(void **state)
 static void test_token_small_buffer(void **state)
 {
     char tok[8];
-    assert_int_equal(rlock_token_make(tok, sizeof tok, "inventory-1"), -1);
+    assert_int_equal(util_make_token(tok, sizeof tok, "inventory-1"), -1);
 }
 
 #define TOK_THREADS 4
@@ -73,7 +80,7 @@ static void *token_worker(void *arg)
 {
     int base = (int)(intptr_t)arg * TOK_EACH;
     for (int i = 0; i < TOK_EACH; i++)
-        rlock_token_make(tokens[base + i], RLOCK_TOKEN_MAX, "same");
+        util_make_token(tokens[base + i], RLOCK_TOKEN_MAX, "same");
     return NULL;
 }
 
@@ -127,13 +134,72 @@ static void test_option_names(void **state)
     assert_string_equal(rlock_strerror(RLOCK_TIMEOUT), "timeout");
 }
 
+/* One table feeds parse, name and the choices text: every listed choice
+ * parses back, and the texts are the words request validation prints. */
+static void test_option_table(void **state)
+{
+    enum rlock_kind k;
+    enum rlock_acquire a;
+    enum rlock_release r;
+
+    assert_string_equal(rlock_release_choices(), "token-lua, plain-del or get-then-del");
+    assert_string_equal(rlock_acquire_choices(), "set-nx-px or setnx-then-expire");
+    assert_ptr_equal(rlock_release_choices(), rlock_release_choices());
+
+    assert_int_equal(rlock_kind_parse("reentrant", &k), 0);
+    assert_int_equal(k, RLOCK_REENTRANT);
+    assert_string_equal(rlock_kind_name(RLOCK_SIMPLE), "simple");
+    assert_int_equal(rlock_acquire_parse("setnx-then-expire", &a), 0);
+    assert_int_equal(a, RLOCK_ACQUIRE_SETNX_THEN_EXPIRE);
+    assert_int_equal(rlock_release_parse("get-then-del", &r), 0);
+    assert_int_equal(r, RLOCK_RELEASE_GET_THEN_DEL);
+
+    /* A word of one option is not a word of another; out untouched. */
+    r = RLOCK_RELEASE_PLAIN_DEL;
+    assert_int_equal(rlock_release_parse("set-nx-px", &r), -1);
+    assert_int_equal(r, RLOCK_RELEASE_PLAIN_DEL);
+    assert_int_equal(rlock_kind_parse("token-lua", &k), -1);
+    assert_int_equal(rlock_acquire_parse("Set-NX-PX", &a), -1);
+    assert_int_equal(rlock_kind_parse(NULL, &k), -1);
+
+    assert_string_equal(rlock_release_name((enum rlock_release)3), "?");
+    assert_string_equal(rlock_acquire_name((enum rlock_acquire)-1), "?");
+    assert_string_equal(rlock_kind_name((enum rlock_kind)2), "?");
+    assert_string_equal(rlock_strerror(42), "unknown");
+}
+
 static void test_free_null(void **state)
 {
     rlock_free(NULL);
     rlock_client_free(NULL);
     redlock_free(NULL);
+    rconn_pool_free(NULL);
     assert_int_equal(rlock_acquire(NULL, 0), RLOCK_EINVAL);
     assert_int_equal(rlock_release(NULL), RLOCK_EINVAL);
+    assert_int_equal(rlock_is_lost(NULL), 0);
+    /* accessors read a NULL handle as an invalid one */
+    assert_int_equal(rlock_err(NULL), RLOCK_EINVAL);
+    assert_true(strlen(rlock_errstr(NULL)) > 0);
+    assert_string_equal(rlock_key(NULL), "");
+    assert_string_equal(rlock_token(NULL), "");
+    assert_int_equal(rlock_depth(NULL), 0);
+    assert_int_equal(rlock_last_wait_ms(NULL), 0);
+    assert_null(rlock_get_opts(NULL));
+}
+
+/* A pool connects lazily: creating, naming and freeing it needs no Redis. */
+static void test_rconn_pool_offline(void **state)
+{
+    struct rconn_pool *p = rconn_pool_new("redis.example", 6390, 0, 0);
+
+    assert_non_null(p);
+    assert_string_equal(rconn_pool_addr(p), "redis.example:6390");
+    rconn_put(p, NULL);
+    rconn_pool_free(p);
+    p = rconn_pool_new(NULL, 6379, 10, 10);
+    assert_non_null(p);
+    assert_string_equal(rconn_pool_addr(p), "127.0.0.1:6379");
+    rconn_pool_free(p);
 }
 
 /* ---- redlock math ----------------------------------------------------- */
@@ -264,7 +330,9 @@ int main(void)
         cmocka_unit_test(test_token_small_buffer),
         cmocka_unit_test(test_token_unique_across_threads),
         cmocka_unit_test(test_option_names),
+        cmocka_unit_test(test_option_table),
         cmocka_unit_test(test_free_null),
+        cmocka_unit_test(test_rconn_pool_offline),
         cmocka_unit_test(test_redlock_quorum),
         cmocka_unit_test(test_redlock_validity),
         cmocka_unit_test(test_redlock_parse_nodes),

@@ -8,8 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
-#include "util.h"
+#include "base/util.h"
 
 /* ---- backoff ---------------------------------------------------------- */
 
@@ -165,8 +166,25 @@ static void test_clocks(void **state)
 {
     (void)state;
     double a = util_now(), b = util_now();
+    assert_true(a > 0);
     assert_true(b >= a);
     assert_true(util_wall_ms() > 1500000000000LL);   /* after 2017 */
+    /* The three monotonic clocks are one clock in three units. */
+    int64_t ms = util_now_ms(), us = util_now_us();
+    double s = util_now();
+    assert_true(us / 1000 >= ms);
+    assert_true(s * 1000.0 + 1.0 >= (double)ms);
+    assert_true(util_now_ms() >= ms);
+}
+
+static void test_default_instance(void **state)
+{
+    (void)state;
+    char buf[64];
+    assert_ptr_equal(util_default_instance(buf, sizeof buf), buf);
+    const char *dash = strrchr(buf, '-');
+    assert_non_null(dash);
+    assert_int_equal(atoi(dash + 1), (int)getpid());
 }
 
 int main(void)
@@ -181,6 +199,7 @@ int main(void)
         cmocka_unit_test(test_sleep_zero_and_negative),
         cmocka_unit_test(test_sleep_short),
         cmocka_unit_test(test_clocks),
+        cmocka_unit_test(test_default_instance),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

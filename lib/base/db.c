@@ -1,0 +1,392 @@
+/* MySQL connection per thread, statement cache, error classification. */
+#include "db.h"
+
+#include "util.h"
+
+#include <errmsg.h>
+#include <mysqld_error.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define DB_MAX_PARAMS 16
+
+static pthread_key_t db_key;
+static pthread_once_t db_key_once = PTHREAD_ONCE_INIT;
+
+int db_global_init(void)
+{
+    return mysql_library_init(0, NULL, NULL) == 0 ? DB_OK : DB_ERR;
+}
+
+void db_global_end(void)
+{
+    mysql_library_end();
+}
+
+static void drop_statements(struct db_conn *c)
+{
+    for (int i = 0; i < DB_STMT_CACHE; i++) {
+        if (c->cache[i].stmt)
+            mysql_stmt_close(c->cache[i].stmt);
+        c->cache[i].stmt = NULL;
+        c->cache[i].sql = NULL;
+    }
+}
+
+static void disconnect(struct db_conn *c)
+{
+    drop_statements(c);
+    if (c->my)
+        mysql_close(c->my);
+    c->my = NULL;
+}
+
+/* Decide what the caller does with a failure, and drop a dead connection so
+ * the next call reconnects instead of failing forever. */
+static int classify(struct db_conn *c, unsigned int no, const char *msg)
+{
+    c->my_errno = no;
+    snprintf(c->errstr, sizeof(c->errstr), "mysql %u: %.100s", no, msg ? msg : "");
+    switch (no) {
+    case ER_LOCK_DEADLOCK:
+    case ER_LOCK_WAIT_TIMEOUT:
+        return c->err = DB_ERETRY;
+    case ER_DUP_ENTRY:
+        return c->err = DB_EDUP;
+    case CR_SERVER_GONE_ERROR:
+    case CR_SERVER_LOST:
+    case CR_CONNECTION_ERROR:
+    case CR_CONN_HOST_ERROR:
+    case CR_UNKNOWN_HOST:
+    case CR_COMMANDS_OUT_OF_SYNC:
+    case ER_SERVER_SHUTDOWN:
+    case ER_CONNECTION_KILLED:
+    case 4031: /* MariaDB: client idle too long, disconnected */
+    case 2055: /* lost connection at handshake/reading */
+        disconnect(c);
+        return c->err = DB_EUNAVAIL;
+    default:
+        if (no >= 2000 && no < 3000) { /* other client-side errors: treat as lost */
+            disconnect(c);
+            return c->err = DB_EUNAVAIL;
+        }
+        return c->err = DB_ERR;
+    }
+}
+
+int db_ensure(struct db_conn *c)
+{
+    if (c->my)
+        return DB_OK;
+    const struct db_conf *f = c->conf;
+    MYSQL *my = mysql_init(NULL);
+    if (!my) {
+        snprintf(c->errstr, sizeof(c->errstr), "out of memory");
+        return c->err = DB_EUNAVAIL;
+    }
+    unsigned int t = (unsigned int)((f->timeout_ms + 999) / 1000);
+    if (t == 0)
+        t = 1;
+    mysql_options(my, MYSQL_OPT_CONNECT_TIMEOUT, &t);
+    mysql_options(my, MYSQL_OPT_READ_TIMEOUT, &t);
+    mysql_options(my, MYSQL_OPT_WRITE_TIMEOUT, &t);
+    unsigned int proto = MYSQL_PROTOCOL_TCP;
+    mysql_options(my, MYSQL_OPT_PROTOCOL, &proto);
+    if (!mysql_real_connect(my, f->host, f->user, f->password,
+                            f->dbname[0] ? f->dbname : NULL,
+                            (unsigned int)f->port, NULL, 0)) {
+        c->my_errno = mysql_errno(my);
+        snprintf(c->errstr, sizeof(c->errstr), "connect %.40s:%ld: %.70s", f->host,
+                 f->port, mysql_error(my));
+        mysql_close(my);
+        return c->err = DB_EUNAVAIL;
+    }
+    c->my = my;
+    c->in_txn = 0;
+    char sql[96];
+    snprintf(sql, sizeof(sql), "SET SESSION innodb_lock_wait_timeout=%ld",
+             f->lock_wait_s > 0 ? f->lock_wait_s : 5);
+    if (mysql_query(my, sql) != 0) {
+        classify(c, mysql_errno(my), mysql_error(my));
+        disconnect(c);
+        return c->err = DB_EUNAVAIL;
+    }
+    c->err = DB_OK;
+    return DB_OK;
+}
+
+struct db_conn *db_connect(const struct db_conf *conf)
+{
+    struct db_conn *c = calloc(1, sizeof(*c));
+    if (!c)
+        return NULL;
+    c->conf = conf;
+    db_ensure(c);
+    return c;
+}
+
+void db_free(struct db_conn *c)
+{
+    if (!c)
+        return;
+    disconnect(c);
+    free(c);
+}
+
+static void thread_conn_free(void *p)
+{
+    db_free(p);
+    mysql_thread_end();
+}
+
+static void make_key(void)
+{
+    pthread_key_create(&db_key, thread_conn_free);
+}
+
+struct db_conn *db_thread_conn(const struct db_conf *conf)
+{
+    pthread_once(&db_key_once, make_key);
+    struct db_conn *c = pthread_getspecific(db_key);
+    if (!c) {
+        mysql_thread_init();
+        c = calloc(1, sizeof(*c));
+        if (!c)
+            return NULL;
+        c->conf = conf;
+        pthread_setspecific(db_key, c);
+    }
+    /* A connection idle for a while may have outlived a server restart:
+     * find out now, while no request state depends on it, rather than
+     * failing the request's first statement. */
+    double now = util_now();
+    if (c->my && now - c->last_used > 2.0 && mysql_ping(c->my) != 0)
+        disconnect(c);
+    c->last_used = now;
+    db_ensure(c);
+    return c;
+}
+
+static MYSQL_STMT *cached_stmt(struct db_conn *c, const char *sql)
+{
+    int slot = -1;
+    for (int i = 0; i < DB_STMT_CACHE; i++) {
+        if (c->cache[i].sql == sql)
+            return c->cache[i].stmt;
+        if (!c->cache[i].sql && slot < 0)
+            slot = i;
+    }
+    MYSQL_STMT *st = mysql_stmt_init(c->my);
+    if (!st) {
+        classify(c, CR_OUT_OF_MEMORY, "statement init failed");
+        return NULL;
+    }
+    if (mysql_stmt_prepare(st, sql, strlen(sql)) != 0) {
+        classify(c, mysql_stmt_errno(st), mysql_stmt_error(st));
+        mysql_stmt_close(st);
+        return NULL;
+    }
+    if (slot < 0) { /* cache full: evict slot 0; callers use few statements */
+        mysql_stmt_close(c->cache[0].stmt);
+        slot = 0;
+    }
+    c->cache[slot].sql = sql;
+    c->cache[slot].stmt = st;
+    return st;
+}
+
+static long long run_once(struct db_conn *c, const char *sql, const char *in,
+                          const char *out, va_list args)
+{
+    if (db_ensure(c) != DB_OK)
+        return DB_EUNAVAIL;
+    size_t nin = strlen(in), nout = strlen(out);
+    if (nin > DB_MAX_PARAMS || nout > DB_MAX_PARAMS) {
+        snprintf(c->errstr, sizeof(c->errstr), "too many parameters");
+        return c->err = DB_ERR;
+    }
+    MYSQL_STMT *st = cached_stmt(c, sql);
+    if (!st)
+        return c->err;
+
+    MYSQL_BIND pb[DB_MAX_PARAMS], rb[DB_MAX_PARAMS];
+    unsigned long plen[DB_MAX_PARAMS], rlen[DB_MAX_PARAMS];
+    long long pll[DB_MAX_PARAMS];
+    int pi[DB_MAX_PARAMS];
+    my_bool rnull[DB_MAX_PARAMS];
+    memset(pb, 0, sizeof(pb));
+    memset(rb, 0, sizeof(rb));
+
+    va_list ap;
+    va_copy(ap, args);
+    for (size_t i = 0; i < nin; i++) {
+        switch (in[i]) {
+        case 's': {
+            const char *s = va_arg(ap, const char *);
+            plen[i] = (unsigned long)strlen(s);
+            pb[i].buffer_type = MYSQL_TYPE_STRING;
+            pb[i].buffer = (void *)s;
+            pb[i].buffer_length = plen[i];
+            pb[i].length = &plen[i];
+            break;
+        }
+        case 'l':
+            pll[i] = va_arg(ap, long long);
+            pb[i].buffer_type = MYSQL_TYPE_LONGLONG;
+            pb[i].buffer = &pll[i];
+            break;
+        case 'i':
+            pi[i] = va_arg(ap, int);
+            pb[i].buffer_type = MYSQL_TYPE_LONG;
+            pb[i].buffer = &pi[i];
+            break;
+        default:
+            va_end(ap);
+            snprintf(c->errstr, sizeof(c->errstr), "bad parameter type '%c'", in[i]);
+            return c->err = DB_ERR;
+        }
+    }
+    for (size_t i = 0; i < nout; i++) {
+        rb[i].is_null = &rnull[i];
+        rb[i].length = &rlen[i];
+        switch (out[i]) {
+        case 'l':
+            rb[i].buffer_type = MYSQL_TYPE_LONGLONG;
+            rb[i].buffer = va_arg(ap, long long *);
+            break;
+        case 'i':
+            rb[i].buffer_type = MYSQL_TYPE_LONG;
+            rb[i].buffer = va_arg(ap, int *);
+            break;
+        case 's':
+            rb[i].buffer_type = MYSQL_TYPE_STRING;
+            rb[i].buffer = va_arg(ap, char *);
+            rb[i].buffer_length = va_arg(ap, size_t);
+            break;
+        default:
+            va_end(ap);
+            snprintf(c->errstr, sizeof(c->errstr), "bad result type '%c'", out[i]);
+            return c->err = DB_ERR;
+        }
+    }
+    va_end(ap);
+
+    if ((nin && mysql_stmt_bind_param(st, pb) != 0) ||
+        mysql_stmt_execute(st) != 0)
+        return classify(c, mysql_stmt_errno(st), mysql_stmt_error(st));
+
+    long long result;
+    if (mysql_stmt_field_count(st) == 0) {
+        result = (long long)mysql_stmt_affected_rows(st);
+    } else {
+        if (nout && mysql_stmt_bind_result(st, rb) != 0)
+            return classify(c, mysql_stmt_errno(st), mysql_stmt_error(st));
+        result = 0;
+        int rc;
+        while ((rc = mysql_stmt_fetch(st)) == 0 || rc == MYSQL_DATA_TRUNCATED) {
+            if (result == 0) {
+                /* NULL columns read as 0 / "", and strings are terminated. */
+                for (size_t i = 0; i < nout; i++) {
+                    if (out[i] == 's') {
+                        size_t cap = rb[i].buffer_length;
+                        size_t n = rnull[i] ? 0 : rlen[i];
+                        ((char *)rb[i].buffer)[n < cap ? n : cap - 1] = '\0';
+                    } else if (rnull[i]) {
+                        if (out[i] == 'l') *(long long *)rb[i].buffer = 0;
+                        else *(int *)rb[i].buffer = 0;
+                    }
+                }
+                /* Stop binding further rows into the caller's buffers. */
+            }
+            result++;
+        }
+        if (rc == 1) {
+            int e = classify(c, mysql_stmt_errno(st), mysql_stmt_error(st));
+            mysql_stmt_free_result(st);
+            return e;
+        }
+        mysql_stmt_free_result(st);
+    }
+    c->err = DB_OK;
+    return result;
+}
+
+/* A connection can die between two requests (server restarted). Reading
+ * again on a fresh connection is safe when no transaction is open and the
+ * statement only reads: nothing was written, nothing can be applied twice. */
+static int may_retry(const struct db_conn *c, int rc, int was_connected, const char *sql)
+{
+    return rc == DB_EUNAVAIL && was_connected && !c->in_txn &&
+           strncmp(sql, "SELECT", 6) == 0;
+}
+
+long long db_run(struct db_conn *c, const char *sql, const char *in,
+                 const char *out, ...)
+{
+    va_list ap;
+    va_start(ap, out);
+    int was_connected = c->my != NULL;
+    long long rc = run_once(c, sql, in, out, ap);
+    va_end(ap);
+    if (may_retry(c, (int)rc, was_connected, sql)) {
+        va_start(ap, out);
+        rc = run_once(c, sql, in, out, ap);
+        va_end(ap);
+    }
+    return rc;
+}
+
+int db_exec(struct db_conn *c, const char *sql)
+{
+    if (db_ensure(c) != DB_OK)
+        return DB_EUNAVAIL;
+    if (mysql_query(c->my, sql) != 0)
+        return classify(c, mysql_errno(c->my), mysql_error(c->my));
+    MYSQL_RES *r = mysql_store_result(c->my);
+    if (r)
+        mysql_free_result(r);
+    return c->err = DB_OK;
+}
+
+int db_begin(struct db_conn *c)
+{
+    int was_connected = c->my != NULL;
+    c->in_txn = 0;
+    int rc = db_exec(c, "START TRANSACTION");
+    if (rc == DB_EUNAVAIL && was_connected)   /* nothing started yet: safe */
+        rc = db_exec(c, "START TRANSACTION");
+    c->in_txn = rc == DB_OK;
+    return rc;
+}
+
+int db_commit(struct db_conn *c)
+{
+    int rc = db_exec(c, "COMMIT");
+    c->in_txn = 0;
+    return rc;
+}
+
+void db_rollback(struct db_conn *c)
+{
+    c->in_txn = 0;
+    if (c->my && mysql_query(c->my, "ROLLBACK") != 0)
+        disconnect(c);
+}
+
+int db_ping(struct db_conn *c)
+{
+    if (db_ensure(c) != DB_OK)
+        return DB_EUNAVAIL;
+    if (mysql_query(c->my, "SELECT 1") != 0) {
+        classify(c, mysql_errno(c->my), mysql_error(c->my));
+        return DB_EUNAVAIL;
+    }
+    MYSQL_RES *r = mysql_store_result(c->my);
+    if (r)
+        mysql_free_result(r);
+    return DB_OK;
+}

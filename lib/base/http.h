@@ -1,0 +1,56 @@
+/* Thin HTTP server over libmicrohttpd: collects the body (bounded), hands a
+ * finished request to one handler, sends JSON or text back. The handler runs
+ * on an MHD pool thread and may block (database, hold_ms). */
+#ifndef LAB_HTTP_H
+#define LAB_HTTP_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+#define HTTP_MAX_BODY (16 * 1024)
+
+struct MHD_Connection;
+
+struct http_req {
+    struct MHD_Connection *conn;
+    const char *method;
+    const char *path;          /* URL path without the query string */
+    char *body;                /* NUL-terminated, NULL when empty */
+    size_t body_len;
+    int body_too_large;        /* body exceeded HTTP_MAX_BODY (already discarded) */
+    double started;            /* util_now() at first byte */
+};
+
+struct http_resp {
+    int status;
+    char *text;                /* malloc'd body, owned by the response */
+    const char *content_type;
+    char retry_after[16];      /* non-empty: sent as Retry-After */
+};
+
+typedef void (*http_handler_fn)(void *app, const struct http_req *req,
+                                struct http_resp *resp);
+
+struct http_server;
+
+/* Start listening on bind:port with `threads` pool threads. Returns NULL and
+ * fills err on failure (port taken, bad address). */
+struct http_server *http_start(const char *bind_addr, long port, long threads,
+                               http_handler_fn fn, void *app,
+                               char *err, size_t errlen);
+/* Stop serving and join threads; accepts NULL. */
+void http_stop(struct http_server *s);
+
+/* Query-string and header lookups; NULL when absent. */
+const char *http_query(const struct http_req *req, const char *key);
+const char *http_header(const struct http_req *req, const char *key);
+
+/* Set the response body to `json` serialized (steals the reference). */
+void http_json(struct http_resp *resp, int status, json_t *json);
+/* The API's error body {"ok":false,"error":code,"detail":...}. */
+void http_error(struct http_resp *resp, int status, const char *code,
+                const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+/* Plain body (takes ownership of malloc'd text). */
+void http_text(struct http_resp *resp, int status, const char *ctype, char *text);
+
+#endif

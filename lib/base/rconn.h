@@ -1,0 +1,86 @@
+/* Redis connections over hiredis, the one copy every Redis user shares (the
+ * lock client, its watchdog, Redlock's nodes and the guards' data
+ * commands): connect with both timeouts, a mutex-protected pool of idle
+ * contexts per endpoint, and Lua scripts run by EVALSHA with a cached SHA
+ * (EVAL once when the server answers NOSCRIPT).
+ *
+ * A hiredis context is not thread-safe: one is used by one thread at a
+ * time, taken from the pool and given back. A context that saw an I/O error
+ * is freed together with every idle one of its pool (after a Redis restart
+ * they are all dead), so the next call reconnects. */
+#ifndef LAB_RCONN_H
+#define LAB_RCONN_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+
+#include <hiredis/hiredis.h>
+
+#define RCONN_IDLE_MAX 64
+
+/* Connect to host:port with both timeouts applied. Returns a live context,
+ * or NULL with a reason in errbuf (may be NULL; the failed context is
+ * freed). */
+redisContext *rconn_connect(const char *host, int port, int connect_timeout_ms,
+                            int cmd_timeout_ms, char *errbuf, size_t errlen);
+
+/* ---- pool ------------------------------------------------------------- */
+
+struct rconn_pool;
+
+/* A pool for one endpoint; connects lazily. NULL only when out of memory.
+ * Timeouts <= 0 take 500 ms (connect) and 1000 ms (command). */
+struct rconn_pool *rconn_pool_new(const char *host, int port, int connect_timeout_ms,
+                                  int cmd_timeout_ms);
+/* Close every idle context and free; accepts NULL. Contexts still taken
+ * must be given back first. */
+void rconn_pool_free(struct rconn_pool *p);
+
+/* An idle context, or a new connection. NULL with a reason in errbuf when
+ * Redis cannot be reached. */
+redisContext *rconn_get(struct rconn_pool *p, char *errbuf, size_t errlen);
+/* Give a context back. One with ctx->err set is freed along with every idle
+ * context of the pool. Accepts NULL. */
+void rconn_put(struct rconn_pool *p, redisContext *ctx);
+
+/* "host:port" of the pool, for messages. */
+const char *rconn_pool_addr(const struct rconn_pool *p);
+
+/* ---- scripts ---------------------------------------------------------- */
+
+/* A Lua script, defined once as a static: RCONN_SCRIPT("return 1"). */
+struct rconn_script {
+    const char *src;
+    atomic_int ready;          /* sha valid; written once */
+    char sha[41];
+};
+#define RCONN_SCRIPT(lua) { .src = (lua) }
+
+#define RCONN_SCRIPT_ARGS_MAX 136  /* keys + args kept on the stack; more are copied to the heap */
+
+/* Run a script on ctx with nkeys keys then the rest of argv as arguments
+ * (any argc; past RCONN_SCRIPT_ARGS_MAX the list is copied to the heap).
+ * Returns the reply (caller frees), an error reply as is, or NULL when the connection failed (ctx->err set). */
+redisReply *rconn_script_run(redisContext *ctx, struct rconn_script *s, int nkeys,
+                             int argc, const char **argv);
+
+/* ---- one command on a pooled context ---------------------------------- */
+
+/* Run one command on a pooled context and give it back. Returns the reply
+ * (caller frees with freeReplyObject), or NULL with a reason in err: Redis
+ * unreachable, an I/O failure, or an error reply (its text). An EOF on a
+ * kept connection is retried once on a new one: the server went away
+ * before our command reached it, so it cannot apply twice. A timeout might
+ * have applied it and is not retried. */
+redisReply *rconn_cmd(struct rconn_pool *p, char *err, size_t errlen, const char *fmt, ...);
+redisReply *rconn_cmd_argv(struct rconn_pool *p, char *err, size_t errlen, int argc,
+                           const char **argv);
+/* rconn_script_run on a pooled context, with the same NULL/err and EOF
+ * retry rules as rconn_cmd. */
+redisReply *rconn_eval(struct rconn_pool *p, char *err, size_t errlen,
+                       struct rconn_script *s, int nkeys, int argc, const char **argv);
+
+/* PING: 0 when Redis answers, -1 with a reason in err. */
+int rconn_ping(struct rconn_pool *p, char *err, size_t errlen);
+
+#endif

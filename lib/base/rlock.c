@@ -1,0 +1,230 @@
+/* The lock handle: create it, read it, acquire it (one try, then a bounded wait). */
+#include "rlock_private.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- scripts ---------------------------------------------------------- */
+
+/* KEYS[1] lock, ARGV[1] ttl ms, ARGV[2] owner. {1, count} or {0, holder pttl}. */
+static struct rconn_script s_acquire_hash = RCONN_SCRIPT(
+    "if redis.call('exists', KEYS[1]) == 0 or "
+    "   redis.call('hexists', KEYS[1], ARGV[2]) == 1 then "
+    "  local n = redis.call('hincrby', KEYS[1], ARGV[2], 1) "
+    "  redis.call('pexpire', KEYS[1], ARGV[1]) "
+    "  return {1, n} "
+    "end "
+    "return {0, redis.call('pttl', KEYS[1])}");
+
+/* ---- errors ----------------------------------------------------------- */
+
+int rlock_set_err(struct rlock *l, int code, const char *fmt, ...)
+{
+    va_list ap;
+
+    l->err = code;
+    va_start(ap, fmt);
+    vsnprintf(l->errstr, sizeof l->errstr, fmt, ap);
+    va_end(ap);
+    if (code == RLOCK_EUNAVAIL)
+        atomic_fetch_add(&l->client->stats->unavailable, 1);
+    return code;
+}
+
+int rlock_reply_fail(struct rlock *l, redisContext *ctx, redisReply *r, const char *what)
+{
+    if (!r)
+        return rlock_set_err(l, RLOCK_EUNAVAIL, "%s: redis %s", what,
+                             ctx->errstr[0] ? ctx->errstr : "connection failed");
+    if (r->type == REDIS_REPLY_ERROR)
+        return rlock_set_err(l, RLOCK_ERR, "%s: %.100s", what, r->str);
+    return rlock_set_err(l, RLOCK_ERR, "%s: unexpected reply type %d", what, r->type);
+}
+
+/* ---- handle ----------------------------------------------------------- */
+
+struct rlock *rlock_new(struct rlock_client *c, const char *key,
+                        const struct rlock_opts *o)
+{
+    struct rlock *l = calloc(1, sizeof *l);
+
+    if (!l)
+        return NULL;
+    l->client = c;
+    if (o)
+        l->opts = *o;
+    else
+        rlock_opts_default(&l->opts);
+    if (l->opts.acquire != RLOCK_ACQUIRE_SET_NX_PX ||
+        l->opts.release != RLOCK_RELEASE_TOKEN_LUA)
+        l->opts.kind = RLOCK_SIMPLE;
+    util_make_token(l->token, sizeof l->token, c->instance);
+    /* A refused handle keeps key "": every later call answers EINVAL. */
+    if (!key || !*key || strlen(key) > RLOCK_KEY_MAX) {
+        l->err = RLOCK_EINVAL;
+        snprintf(l->errstr, sizeof l->errstr, "key empty or longer than %d", RLOCK_KEY_MAX);
+        return l;
+    }
+    if (l->opts.ttl_ms < 1 || l->opts.ttl_ms > RLOCK_TTL_MAX ||
+        (unsigned)l->opts.kind > RLOCK_SIMPLE ||
+        (unsigned)l->opts.acquire > RLOCK_ACQUIRE_SETNX_THEN_EXPIRE ||
+        (unsigned)l->opts.release > RLOCK_RELEASE_GET_THEN_DEL) {
+        l->err = RLOCK_EINVAL;
+        snprintf(l->errstr, sizeof l->errstr, "bad lock options");
+        return l;
+    }
+    snprintf(l->key, sizeof l->key, "%s", key);
+    snprintf(l->chan, sizeof l->chan, "rlock:chan:{%s}", key);
+    return l;
+}
+
+int rlock_err(const struct rlock *l)         { return l ? l->err : RLOCK_EINVAL; }
+const char *rlock_errstr(const struct rlock *l) { return l ? l->errstr : "no lock"; }
+const char *rlock_key(const struct rlock *l)    { return l ? l->key : ""; }
+const char *rlock_token(const struct rlock *l)  { return l ? l->token : ""; }
+int rlock_depth(const struct rlock *l)          { return l ? l->depth : 0; }
+long rlock_last_wait_ms(const struct rlock *l)  { return l ? l->last_wait_ms : 0; }
+const struct rlock_opts *rlock_get_opts(const struct rlock *l) { return l ? &l->opts : NULL; }
+
+/* ---- acquire ---------------------------------------------------------- */
+
+/* The simple kind: SET NX PX, or the seeds' SETNX + PEXPIRE. */
+static int try_simple(struct rlock *l, redisContext *ctx, const char *ttl)
+{
+    redisReply *r;
+    int rc;
+
+    if (l->opts.acquire == RLOCK_ACQUIRE_SET_NX_PX) {
+        const char *av[6] = { "SET", l->key, l->token, "NX", "PX", ttl };
+        r = redisCommandArgv(ctx, 6, av, NULL);
+        if (r && r->type == REDIS_REPLY_STATUS)
+            rc = 1;
+        else if (r && r->type == REDIS_REPLY_NIL)
+            rc = 0;
+        else
+            rc = rlock_reply_fail(l, ctx, r, "SET NX PX");
+    } else {
+        const char *av[3] = { "SETNX", l->key, l->token };
+        r = redisCommandArgv(ctx, 3, av, NULL);
+        if (r && r->type == REDIS_REPLY_INTEGER) {
+            rc = r->integer == 1;
+            if (rc) {
+                /* The seeds' mistake: a second command, not atomic. */
+                const char *ev[3] = { "PEXPIRE", l->key, ttl };
+                freeReplyObject(r);
+                r = redisCommandArgv(ctx, 3, ev, NULL);
+                if (!r || r->type != REDIS_REPLY_INTEGER)
+                    rc = rlock_reply_fail(l, ctx, r, "PEXPIRE");
+            }
+        } else {
+            rc = rlock_reply_fail(l, ctx, r, "SETNX");
+        }
+    }
+    if (r)
+        freeReplyObject(r);
+    return rc;
+}
+
+int rlock_try_once(struct rlock *l, redisContext *ctx, long *pttl)
+{
+    char ttl[24];
+    redisReply *r;
+    int rc;
+
+    *pttl = -1;
+    snprintf(ttl, sizeof ttl, "%ld", l->opts.ttl_ms);
+    if (l->opts.kind == RLOCK_REENTRANT) {
+        const char *av[3] = { l->key, ttl, l->token };
+        r = rconn_script_run(ctx, &s_acquire_hash, 1, 3, av);
+        if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+            r->element[0]->type != REDIS_REPLY_INTEGER ||
+            r->element[1]->type != REDIS_REPLY_INTEGER) {
+            rc = rlock_reply_fail(l, ctx, r, "acquire");
+            if (r)
+                freeReplyObject(r);
+            return rc;
+        }
+        rc = r->element[0]->integer == 1;
+        if (!rc)
+            *pttl = (long)r->element[1]->integer;
+        freeReplyObject(r);
+        return rc;
+    }
+
+    rc = try_simple(l, ctx, ttl);
+    if (rc == 0) {
+        /* The holder's PTTL bounds the wait slice: an expiring lock is
+         * retried soon after, with no PUBLISH to wake us. */
+        const char *av[2] = { "PTTL", l->key };
+        r = redisCommandArgv(ctx, 2, av, NULL);
+        if (r && r->type == REDIS_REPLY_INTEGER)
+            *pttl = (long)r->integer;
+        else
+            rc = rlock_reply_fail(l, ctx, r, "PTTL");
+        if (r)
+            freeReplyObject(r);
+    }
+    return rc;
+}
+
+int rlock_acquire(struct rlock *l, long wait_ms)
+{
+    struct rlock_client *c;
+    struct rlock_stats *st;
+    redisContext *ctx;
+    char why[128];
+    int64_t t0 = util_now_us();
+    long pttl;
+    int rc, waited = 0;
+
+    if (!l)
+        return RLOCK_EINVAL;
+    c = l->client;
+    st = c->stats;
+    if (rlock_bad_handle(l))
+        return l->err = RLOCK_EINVAL;
+    if (l->opts.kind == RLOCK_SIMPLE && l->depth > 0)
+        return rlock_set_err(l, RLOCK_EINVAL, "simple lock is not reentrant");
+    rlock_clear_err(l);
+    l->last_wait_ms = 0;
+
+    ctx = rconn_get(c->pool, why, sizeof why);
+    if (!ctx)
+        return rlock_set_err(l, RLOCK_EUNAVAIL, "%s", why);
+    rc = rlock_try_once(l, ctx, &pttl);
+    if (rc == 0 && wait_ms > 0) {
+        waited = 1;
+        atomic_fetch_add(&st->waits, 1);
+        rc = rlock_wait_acquire(l, ctx, t0 + (int64_t)wait_ms * 1000, pttl);
+    }
+    rconn_put(c->pool, ctx);
+
+    if (waited) {
+        int64_t us = util_now_us() - t0;
+        atomic_fetch_add(&st->wait_us_total, (unsigned long long)us);
+        l->last_wait_ms = (long)(us / 1000);
+    }
+    if (rc == 1) {
+        if (++l->depth == 1 && l->opts.watchdog) {
+            l->wd_lost_counted = 0;
+            l->wd_id = rlock_wd_register(c, l);
+        }
+        atomic_fetch_add(&st->acquired, 1);
+        return RLOCK_OK;
+    }
+    if (rc == 0) {
+        atomic_fetch_add(&st->timeouts, 1);
+        return rlock_set_err(l, RLOCK_TIMEOUT, "lock %s still held after %ld ms", l->key,
+                             wait_ms > 0 ? wait_ms : 0);
+    }
+    return rc;
+}
+
+int rlock_is_lost(struct rlock *l)
+{
+    if (!l || !l->wd_id)
+        return 0;
+    return rlock_wd_lost(l->client, l->wd_id);
+}

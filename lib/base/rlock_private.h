@@ -1,0 +1,104 @@
+/* Internals of lib/base/rlock*.c only: the handle and client structs, calls between files. */
+#ifndef LAB_RLOCK_PRIVATE_H
+#define LAB_RLOCK_PRIVATE_H
+
+#include "rconn.h"
+#include "rlock.h"
+
+#include <pthread.h>
+#include <stdint.h>
+
+#define RLOCK_TTL_MAX 86400000L   /* one day: a longer lease is a mistake */
+
+/* One held lock with watchdog on, as the renewal thread sees it: copies,
+ * so the thread never touches a struct rlock (owned by another thread). */
+struct wd_entry {
+    struct wd_entry *next;
+    uint64_t id;
+    int64_t due;       /* next renewal, monotonic ms */
+    long ttl_ms;
+    int hash;          /* reentrant (hash) lock, else string */
+    int lost;          /* renewal found it not ours: no more renewals */
+    char key[RLOCK_KEY_MAX + 1];
+    char token[RLOCK_TOKEN_MAX];
+};
+
+struct rlock_client {
+    int err;
+    char errstr[128];
+    char host[128];
+    int port;
+    int connect_timeout_ms, cmd_timeout_ms;
+    char instance[64];
+    struct rlock_stats own_stats;
+    struct rlock_stats *stats;
+    struct rconn_pool *pool;   /* lock commands and subscriptions */
+
+    /* Watchdog: one thread and its own connection, so renewals never wait
+     * behind a busy pool. Everything below is under wd_mu. */
+    pthread_mutex_t wd_mu;
+    pthread_cond_t wd_cv;      /* on CLOCK_MONOTONIC */
+    pthread_t wd_thread;
+    int wd_started, wd_stop;
+    uint64_t wd_next_id;
+    struct wd_entry *wd_head;
+};
+
+struct rlock {
+    int err;                    /* last status, RLOCK_OK when fine */
+    char errstr[128];           /* human sentence for err */
+    char key[RLOCK_KEY_MAX + 1];/* "" marks a handle rlock_new refused */
+    char token[RLOCK_TOKEN_MAX];/* owner id written into Redis */
+    int depth;                  /* local nesting count, 0 = not held */
+    long last_wait_ms;          /* time the last rlock_acquire waited */
+    struct rlock_opts opts;     /* effective options */
+    struct rlock_client *client;
+    char chan[RLOCK_KEY_MAX + 16];
+    uint64_t wd_id;             /* watchdog registration, 0 = none */
+    int wd_lost_counted;        /* lost already counted by the watchdog */
+};
+
+/* ---- watchdog (rlock_client.c) ---------------------------------------- */
+
+/* Register a freshly acquired lock for renewal every ttl/3. Returns the
+ * registration id, 0 when the thread could not start (no renewals). */
+uint64_t rlock_wd_register(struct rlock_client *c, const struct rlock *l);
+/* Remove a registration (id 0 is ignored); returns 1 when the watchdog had
+ * found the lock lost, so the caller does not count the loss twice. */
+int rlock_wd_unregister(struct rlock_client *c, uint64_t id);
+/* 1 when registration id is still there and was found lost. */
+int rlock_wd_lost(struct rlock_client *c, uint64_t id);
+
+/* ---- lock handle (rlock.c) ------------------------------------------- */
+
+/* rlock_new refused it (bad key or options): every call answers EINVAL. */
+static inline int rlock_bad_handle(const struct rlock *l)
+{
+    return l->key[0] == '\0';
+}
+
+static inline void rlock_clear_err(struct rlock *l)
+{
+    l->err = RLOCK_OK;
+    l->errstr[0] = '\0';
+}
+
+/* Set l->err/errstr and return code; RLOCK_EUNAVAIL is counted. */
+int rlock_set_err(struct rlock *l, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Map a NULL (I/O failure) or unexpected reply to a status; r not freed. */
+int rlock_reply_fail(struct rlock *l, redisContext *ctx, redisReply *r, const char *what);
+/* One attempt on ctx. 1 acquired, 0 busy (*pttl = holder's PTTL or -1),
+ * <0 error (l->err set). */
+int rlock_try_once(struct rlock *l, redisContext *ctx, long *pttl);
+
+/* ---- waiting (rlock_wait.c) ------------------------------------------- */
+
+/* After a failed first try: subscribe to the lock's channel on a second
+ * pooled connection, then retry on ctx whenever a release is published or
+ * a jittered slice of min(remaining, pttl, 100 ms) passes, until
+ * deadline_us (util_now_us clock). Returns what rlock_try_once last did:
+ * 1 acquired, 0 still busy, <0 error with l->err set. */
+int rlock_wait_acquire(struct rlock *l, redisContext *ctx, int64_t deadline_us, long pttl);
+
+#endif

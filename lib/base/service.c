@@ -1,0 +1,56 @@
+/* Routes shared by the inventory and order services. */
+#include "service.h"
+
+#include "metrics.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+void service_metrics(const struct http_req *req, struct http_resp *resp)
+{
+    if (strcmp(req->method, "GET") != 0) {
+        http_error(resp, 405, "method_not_allowed", "use GET %s", req->path);
+        return;
+    }
+    char *text = metrics_render();
+    if (text)
+        http_text(resp, 200, "text/plain; version=0.0.4", text);
+    else
+        http_error(resp, 500, "internal", "out of memory");
+}
+
+int service_mysql_health(const struct db_conf *conf, struct http_resp *resp)
+{
+    struct db_conn *db = db_thread_conn(conf);
+    if (db && db_ping(db) == DB_OK)
+        return 0;
+    http_error(resp, 503, "backend_unavailable", "mysql: %s",
+               db ? db->errstr : "out of memory");
+    return -1;
+}
+
+int service_run(const char *name, const char *bind, long port, long threads,
+                http_handler_fn fn, void *app, const char *banner)
+{
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);   /* workers inherit the mask */
+    signal(SIGPIPE, SIG_IGN);
+
+    char err[256];
+    struct http_server *srv = http_start(bind, port, threads, fn, app, err, sizeof(err));
+    if (!srv) {
+        fprintf(stderr, "%s: %s\n", name, err);
+        return 1;
+    }
+    fprintf(stderr, "%s %s\n", name, banner);
+    int sig;
+    sigwait(&sigs, &sig);
+    fprintf(stderr, "%s: signal %d, stopping\n", name, sig);
+    http_stop(srv);
+    return 0;
+}

@@ -1,0 +1,23 @@
+/* What every service does the same way: the signal/listen loop of main(),
+ * the /metrics route, and the MySQL half of /healthz. */
+#ifndef LAB_SERVICE_H
+#define LAB_SERVICE_H
+
+#include "db.h"
+#include "http.h"
+
+/* GET /metrics in Prometheus text format; 405 for other methods. */
+void service_metrics(const struct http_req *req, struct http_resp *resp);
+
+/* Ping this thread's MySQL connection. Returns 0 when it answers; else
+ * answers 503 backend_unavailable naming MySQL and returns -1. */
+int service_mysql_health(const struct db_conf *conf, struct http_resp *resp);
+
+/* Block SIGINT/SIGTERM (every thread inherits the mask), ignore SIGPIPE,
+ * listen on bind:port with `threads` workers, print "<name> <banner>" and
+ * serve until a signal arrives, then stop. Returns 0, or 1 when the port
+ * cannot be listened on (the reason printed on stderr). */
+int service_run(const char *name, const char *bind, long port, long threads,
+                http_handler_fn fn, void *app, const char *banner);
+
+#endif

@@ -1,0 +1,134 @@
+/* The guard interface: every way of protecting a deduction is one file in
+ * lib/guards/ that defines one `struct guard`, listed once in guard_list.h.
+ * The service calls the entry points at the bottom (guard_deduct,
+ * guard_seed, guard_release, ...) and never switches on a guard's name,
+ * like redis's ae.c calling the aeApi* of ae_epoll.c.
+ *
+ * A guard owns what it needs: its option rows (merged into the inventory's
+ * --help and environment twins), its connections (init/fini), and the side
+ * state it keeps next to MySQL (seed/release/describe). */
+#ifndef LAB_GUARD_H
+#define LAB_GUARD_H
+
+#include "base/config.h"
+#include "stock/deduct.h"
+#include "stock/txn.h"
+
+#include <stddef.h>
+
+#define GUARD_FACTS_MAX 4
+#define GUARD_FACT_VALUES 64
+
+/* One fact a guard reports about a SKU's side state (GET /inventory/{sku}):
+ * a number, or a list of numbers. */
+struct guard_fact {
+    const char *name;          /* JSON key: "redis_stock", "segments" */
+    int is_list;               /* 1: values[0..n-1] as an array */
+    int n;
+    long long values[GUARD_FACT_VALUES];
+};
+
+struct guard_facts {
+    int n;
+    struct guard_fact fact[GUARD_FACTS_MAX];
+};
+
+struct guard {
+    const char *name;
+    const char *how;           /* one line: what it does per deduction */
+    const char *expect;        /* one line: expected result with 2+ instances */
+    int safe_across_instances; /* 1 when it must never oversell */
+
+    /* Optional option rows; offsets into options_conf, the guard's own
+     * config struct. Guards sharing a backend may point at one table (the
+     * Redis address of the three Redis guards): it is listed once. */
+    const struct cfg_opt *options;
+    size_t noptions;
+    void *options_conf;
+
+    /* Optional: open what the guard needs, after options are parsed and
+     * before any request. A backend that is down is NOT a failure here (it
+     * may come up later); returns 0, or -1 with err (out of memory, bad
+     * option value). */
+    int (*init)(const struct guard *self, const char *instance, char *err, size_t errlen);
+    /* Optional: close what init opened. */
+    void (*fini)(const struct guard *self);
+
+    /* Deduct under this guard. The ledger has already been checked for
+     * req->order_id. Fills res->outcome and returns 0; never blocks past
+     * its bounds. */
+    int (*deduct)(const struct guard *self, const struct deduct_env *env,
+                  const struct deduct_req *req, struct deduct_res *res);
+    /* Optional: (re)seed side state (Redis keys) when a SKU is seeded.
+     * Returns 0, or -1 with res->detail set (backend unavailable). */
+    int (*seed)(const struct guard *self, const struct deduct_env *env, const char *sku,
+                long long stock, int segments, struct deduct_res *res);
+    /* Optional: give `qty` units back to side state on release. Returns 0,
+     * or -1 with res->detail set. */
+    int (*release)(const struct guard *self, const struct deduct_env *env, const char *sku,
+                   long qty, struct deduct_res *res);
+    /* Optional: add facts about this guard's side state of `sku`. Returns
+     * 0, or -1 when the backend cannot be read (best effort). */
+    int (*describe)(const struct guard *self, const char *sku, struct guard_facts *out);
+    /* Optional: reachability of the guard's backend for /healthz: 0 up, -1
+     * with err. *backend names it ("redis"). Guards sharing a backend share
+     * this function: it is called once. */
+    int (*health)(const char **backend, char *err, size_t errlen);
+    /* Optional: mirror the guard's counters into lib/base/metrics before
+     * /metrics renders. Shared functions are called once. */
+    void (*export_metrics)(void);
+};
+
+/* ---- registry (registry.c) ------------------------------------------- */
+
+/* Lookup by name; NULL when unknown. */
+const struct guard *guard_find(const char *name);
+/* All guards in list order; *n receives the count. */
+const struct guard *const *guard_all(size_t *n);
+/* "none, mutex, ..." for error messages; static buffer, built once. */
+const char *guard_names(void);
+
+/* The guards' option tables as cfg groups (a table shared by several
+ * guards once), written to out[0..max-1]. Returns the count. Parse them
+ * together with the service's own group (cfg_parse_groups). */
+#define GUARD_GROUPS_MAX 16
+size_t guard_option_groups(struct cfg_group *out, size_t max);
+
+/* init of every guard, in list order; on failure the ones already started
+ * are stopped again and -1 returns with err naming the guard. */
+int guard_init_all(const char *instance, char *err, size_t errlen);
+/* fini of every guard, in reverse order. */
+void guard_fini_all(void);
+
+/* Every distinct backend health check; stops at the first failure.
+ * Returns 0, or -1 with *backend and err naming it. The names of the
+ * backends that answered are appended to up[] (at most nup). */
+int guard_health(const char **up, size_t nup, size_t *nup_out, const char **backend,
+                 char *err, size_t errlen);
+/* Every distinct export_metrics hook. */
+void guard_export_metrics(void);
+
+/* ---- entry points (entry.c): what the service calls ------------------- */
+
+/* A deduction: idempotency check on req->order_id, then the guard, with
+ * metrics for outcome, lock wait and retries. Fills res; returns 0. */
+int guard_deduct(const struct guard *g, const struct deduct_env *env,
+                 const struct deduct_req *req, struct deduct_res *res);
+
+/* Seed or reseed a SKU: MySQL first (stock, version, ledger cleared), then
+ * every guard's side state. Returns 0; -1 with res filled (outcome and
+ * detail) when MySQL or a guard's backend failed. */
+int guard_seed(const struct deduct_env *env, const char *sku, long long stock,
+               int segments, struct deduct_res *res);
+
+/* Give a recorded sale back: MySQL first, then the side state of the guard
+ * that sold it. Returns a stock_release_result (STOCK_RELEASED, ...), or
+ * -1 with res filled when MySQL failed. *side_ok is 0 when the guard's
+ * side state could not be restored (an undersell, never an oversell). */
+int guard_release(const struct deduct_env *env, const char *order_id,
+                  struct ledger_row *row, int *side_ok, struct deduct_res *res);
+
+/* Every guard's facts about sku, best effort. */
+void guard_describe(const char *sku, struct guard_facts *out);
+
+#endif

@@ -1,0 +1,61 @@
+/* Guard `conditional-update`: the check and the write are one statement,
+ * UPDATE ... WHERE stock >= qty, so there is no window to race in. The row
+ * lock it takes lasts until COMMIT: hold_ms is spent there, inside it. */
+#include "guard.h"
+
+#include "base/db.h"
+#include "base/util.h"
+#include "stock/txn.h"
+
+static int conditional_deduct(const struct guard *self, const struct deduct_env *env,
+                              const struct deduct_req *req, struct deduct_res *res)
+{
+    long long n, stock = 0, version;
+    double t0 = util_now();
+    if ((n = db_begin(env->db)) < 0 ||
+        (n = store_take_if_enough(env->db, req->sku, req->qty)) < 0)
+        goto db_fail;
+    res->lock_wait_s = util_now() - t0;
+    if (n == 0) {
+        db_rollback(env->db);
+        int found = store_read(env->db, req->sku, 0, &stock, &version);
+        if (found < 0) {
+            stock_db_failure(env->db, found, res);
+            return 0;
+        }
+        res->outcome = found ? DEDUCT_OUT_OF_STOCK : DEDUCT_UNKNOWN_SKU;
+        res->remaining = stock;
+        return 0;
+    }
+    util_sleep_ms(req->hold_ms);
+    /* Our own uncommitted row: this read sees exactly what we left. */
+    int found = store_read(env->db, req->sku, 0, &stock, &version);
+    if (found <= 0) {
+        n = found < 0 ? found : DB_ERR;
+        goto db_fail;
+    }
+    if ((n = store_ledger_insert(env->db, req->order_id, req->sku, req->qty, stock,
+                                 self->name, env->instance)) < 0 ||
+        (n = db_commit(env->db)) < 0)
+        goto db_fail;
+    res->outcome = DEDUCT_SOLD;
+    res->remaining = stock;
+    return 0;
+
+db_fail:
+    db_rollback(env->db);
+    if (n == DB_EDUP) {
+        stock_conflict_duplicate(env, req, res);
+        return 0;
+    }
+    stock_db_failure(env->db, (int)n, res);
+    return 0;
+}
+
+const struct guard guard_conditional_update = {
+    .name = "conditional-update",
+    .how = "one statement: UPDATE ... SET stock=stock-? WHERE sku=? AND stock>=?",
+    .expect = "correct",
+    .safe_across_instances = 1,
+    .deduct = conditional_deduct,
+};

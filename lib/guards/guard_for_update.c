@@ -1,0 +1,76 @@
+/* Guard `for-update`: pessimistic row lock. SELECT ... FOR UPDATE inside a
+ * transaction makes every other deduction of the SKU wait for our COMMIT.
+ * Deadlocks and lock wait timeouts are retried, a bounded number of times. */
+#include "guard.h"
+
+#include "base/db.h"
+#include "base/util.h"
+#include "stock/txn.h"
+
+#include <stdio.h>
+
+/* One attempt. Returns DB_ERETRY when the attempt should be repeated. */
+static int attempt(const struct guard *self, const struct deduct_env *env,
+                   const struct deduct_req *req, struct deduct_res *res)
+{
+    long long stock, version, n;
+    if ((n = db_begin(env->db)) < 0)
+        goto db_fail;
+    double t0 = util_now();
+    int found = store_read(env->db, req->sku, 1, &stock, &version);
+    res->lock_wait_s += util_now() - t0;
+    if (found < 0) {
+        n = found;
+        goto db_fail;
+    }
+    if (found == 0 || stock < req->qty) {
+        db_rollback(env->db);
+        res->outcome = found ? DEDUCT_OUT_OF_STOCK : DEDUCT_UNKNOWN_SKU;
+        res->remaining = found ? stock : 0;
+        return 0;
+    }
+    util_sleep_ms(req->hold_ms);   /* inside the row lock */
+    long long remaining = stock - req->qty;
+    if ((n = store_set_stock(env->db, req->sku, remaining)) < 0 ||
+        (n = store_ledger_insert(env->db, req->order_id, req->sku, req->qty,
+                                 remaining, self->name, env->instance)) < 0 ||
+        (n = db_commit(env->db)) < 0)
+        goto db_fail;
+    res->outcome = DEDUCT_SOLD;
+    res->remaining = remaining;
+    return 0;
+
+db_fail:
+    db_rollback(env->db);
+    if (n == DB_ERETRY)
+        return DB_ERETRY;
+    if (n == DB_EDUP) {
+        stock_conflict_duplicate(env, req, res);
+        return 0;
+    }
+    stock_db_failure(env->db, (int)n, res);
+    return 0;
+}
+
+static int for_update_deduct(const struct guard *self, const struct deduct_env *env,
+                             const struct deduct_req *req, struct deduct_res *res)
+{
+    for (int i = 0; i <= env->max_retries; i++) {
+        if (attempt(self, env, req, res) != DB_ERETRY)
+            return 0;
+        res->retries++;
+        util_sleep_ms(util_backoff_ms(i, 50));
+    }
+    res->outcome = DEDUCT_RETRY_EXHAUSTED;
+    snprintf(res->detail, sizeof(res->detail),
+             "row lock not obtained after %d deadlock/lock-wait retries", res->retries);
+    return 0;
+}
+
+const struct guard guard_for_update = {
+    .name = "for-update",
+    .how = "SELECT ... FOR UPDATE inside a transaction (row lock until COMMIT)",
+    .expect = "correct",
+    .safe_across_instances = 1,
+    .deduct = for_update_deduct,
+};

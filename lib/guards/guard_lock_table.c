@@ -1,0 +1,79 @@
+/* Guard `lock-table`: a lock made of a MySQL row. INSERT into a table with
+ * a unique lock name takes the lock (the unique key refuses a second
+ * holder); DELETE by owner releases it; an expiry column lets a crashed
+ * holder's lock be taken over, which is also how a slow holder loses it. */
+#include "guard.h"
+
+#include "base/db.h"
+#include "base/util.h"
+#include "stock/keys.h"
+#include "stock/txn.h"
+
+#include <stdio.h>
+
+/* 1 taken, 0 held by someone else (and not expired), <0 DB error. */
+static int try_take_once(struct db_conn *db, const char *name, const char *owner, long ttl_ms)
+{
+    long long n = store_lock_row_insert(db, name, owner, ttl_ms);
+    if (n >= 0)
+        return 1;
+    if (n != DB_EDUP)
+        return (int)n;
+    /* Held: take it over only if the holder's lease ran out. */
+    n = store_lock_row_expire(db, name);
+    if (n < 0)
+        return (int)n;
+    if (n == 0)
+        return 0;
+    n = store_lock_row_insert(db, name, owner, ttl_ms);
+    return n >= 0 ? 1 : n == DB_EDUP ? 0 : (int)n;
+}
+
+/* InnoDB may pick our INSERT or DELETE as a deadlock victim when many
+ * contenders race for the same lock row: that only means "not yet". */
+static int try_take(struct db_conn *db, const char *name, const char *owner, long ttl_ms)
+{
+    int rc = try_take_once(db, name, owner, ttl_ms);
+    return rc == DB_ERETRY ? 0 : rc;
+}
+
+static int lock_table_deduct(const struct guard *self, const struct deduct_env *env,
+                             const struct deduct_req *req, struct deduct_res *res)
+{
+    char name[KEYS_MAX], owner[96];
+    keys_lock_row(name, req->sku);
+    util_make_id(owner, sizeof(owner), env->instance);
+    long ttl = req->lock_ttl_ms > 0 ? req->lock_ttl_ms : env->default_ttl_ms;
+    double t0 = util_now(), deadline = t0 + (double)req->lock_wait_ms / 1000.0;
+    int got = 0;
+    for (int i = 0;; i++) {
+        got = try_take(env->db, name, owner, ttl);
+        if (got != 0 || util_now() >= deadline)
+            break;
+        util_sleep_ms(util_backoff_ms(i, 20));
+    }
+    res->lock_wait_s = util_now() - t0;
+    if (got < 0) {
+        stock_db_failure(env->db, got, res);
+        return 0;
+    }
+    if (got == 0) {
+        res->outcome = DEDUCT_LOCK_TIMEOUT;
+        snprintf(res->detail, sizeof(res->detail), "lock row %.70s busy for %ld ms", name,
+                 req->lock_wait_ms);
+        return 0;
+    }
+    stock_rmw(self->name, env, req, res);
+    if (store_lock_row_delete(env->db, name, owner) < 0)
+        fprintf(stderr, "lock-table: release of %s failed (expires by itself): %s\n", name,
+                env->db->errstr);
+    return 0;
+}
+
+const struct guard guard_lock_table = {
+    .name = "lock-table",
+    .how = "MySQL lock row: INSERT into a unique-keyed lock table, DELETE to release, expiry column",
+    .expect = "correct",
+    .safe_across_instances = 1,
+    .deduct = lock_table_deduct,
+};

@@ -1,0 +1,66 @@
+/* Guard `mutex`: the read-modify-write inside a pthread mutex, the seeds'
+ * `synchronized`. Correct inside one process; a second instance has its own
+ * mutexes, so two processes still race (the point the seeds make). SKUs map
+ * onto a fixed set of striped mutexes: bounded memory whatever SKUs arrive;
+ * two SKUs sharing a stripe only serialize more, never less. */
+#include "guard.h"
+
+#include "base/util.h"
+#include "stock/txn.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <time.h>
+
+#define MUTEX_STRIPES 256
+
+static pthread_mutex_t stripes[MUTEX_STRIPES] = {
+    [0 ... MUTEX_STRIPES - 1] = PTHREAD_MUTEX_INITIALIZER};
+
+static unsigned stripe_of(const char *sku)
+{
+    unsigned h = 2166136261u;
+    for (; *sku; sku++)
+        h = (h ^ (unsigned char)*sku) * 16777619u;
+    return h % MUTEX_STRIPES;
+}
+
+static int mutex_deduct(const struct guard *self, const struct deduct_env *env, const struct deduct_req *req,
+                        struct deduct_res *res)
+{
+    pthread_mutex_t *m = &stripes[stripe_of(req->sku)];
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += req->lock_wait_ms / 1000;
+    until.tv_nsec += (req->lock_wait_ms % 1000) * 1000000L;
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    double t0 = util_now();
+    int rc = pthread_mutex_timedlock(m, &until);
+    res->lock_wait_s = util_now() - t0;
+    if (rc == ETIMEDOUT) {
+        res->outcome = DEDUCT_LOCK_TIMEOUT;
+        snprintf(res->detail, sizeof(res->detail),
+                 "in-process lock not acquired within %ld ms", req->lock_wait_ms);
+        return 0;
+    }
+    if (rc != 0) {
+        res->outcome = DEDUCT_INTERNAL;
+        snprintf(res->detail, sizeof(res->detail), "pthread_mutex_timedlock: %d", rc);
+        return 0;
+    }
+    stock_rmw(self->name, env, req, res);
+    pthread_mutex_unlock(m);
+    return 0;
+}
+
+const struct guard guard_mutex = {
+    .name = "mutex",
+    .how = "read-modify-write inside an in-process pthread mutex per SKU",
+    .expect = "correct on 1 instance, oversells on 2+",
+    .safe_across_instances = 0,
+    .deduct = mutex_deduct,
+};

@@ -1,0 +1,19 @@
+/* Guard `none`: the bare read-modify-write. Two requests that read the same
+ * stock both write stock-1: a lost update, and past zero, an oversell. */
+#include "guard.h"
+
+#include "stock/txn.h"
+
+static int none_deduct(const struct guard *self, const struct deduct_env *env, const struct deduct_req *req,
+                       struct deduct_res *res)
+{
+    return stock_rmw(self->name, env, req, res);
+}
+
+const struct guard guard_none = {
+    .name = "none",
+    .how = "read stock, compute in C, write it back (read-modify-write)",
+    .expect = "oversells / loses updates",
+    .safe_across_instances = 0,
+    .deduct = none_deduct,
+};

@@ -1,0 +1,70 @@
+/* Guard `optimistic`: read stock and version without locking, then write
+ * only if the version is still the one read. A miss means someone else sold
+ * in between: back off (jittered) and try again, a bounded number of times. */
+#include "guard.h"
+
+#include "base/db.h"
+#include "base/util.h"
+#include "stock/txn.h"
+
+#include <stdio.h>
+
+static int optimistic_deduct(const struct guard *self, const struct deduct_env *env,
+                             const struct deduct_req *req, struct deduct_res *res)
+{
+    for (int i = 0; i <= env->max_retries; i++) {
+        long long stock, version, n;
+        int found = store_read(env->db, req->sku, 0, &stock, &version);
+        if (found < 0) {
+            stock_db_failure(env->db, found, res);
+            return 0;
+        }
+        if (found == 0 || stock < req->qty) {
+            res->outcome = found ? DEDUCT_OUT_OF_STOCK : DEDUCT_UNKNOWN_SKU;
+            res->remaining = found ? stock : 0;
+            return 0;
+        }
+        util_sleep_ms(req->hold_ms);
+        long long remaining = stock - req->qty;
+        if ((n = db_begin(env->db)) < 0 ||
+            (n = store_set_stock_if_version(env->db, req->sku, remaining, version)) < 0)
+            goto db_fail;
+        if (n == 0) {                       /* lost the race: retry */
+            db_rollback(env->db);
+            res->retries++;
+            util_sleep_ms(util_backoff_ms(i, 20));
+            continue;
+        }
+        if ((n = store_ledger_insert(env->db, req->order_id, req->sku, req->qty,
+                                     remaining, self->name, env->instance)) < 0 ||
+            (n = db_commit(env->db)) < 0)
+            goto db_fail;
+        res->outcome = DEDUCT_SOLD;
+        res->remaining = remaining;
+        return 0;
+    db_fail:
+        db_rollback(env->db);
+        if (n == DB_ERETRY) {
+            res->retries++;
+            continue;
+        }
+        if (n == DB_EDUP) {
+            stock_conflict_duplicate(env, req, res);
+            return 0;
+        }
+        stock_db_failure(env->db, (int)n, res);
+        return 0;
+    }
+    res->outcome = DEDUCT_RETRY_EXHAUSTED;
+    snprintf(res->detail, sizeof(res->detail),
+             "version changed under us %d times; gave up", res->retries);
+    return 0;
+}
+
+const struct guard guard_optimistic = {
+    .name = "optimistic",
+    .how = "version column compare-and-set, bounded retries with jittered backoff",
+    .expect = "correct, retries under contention",
+    .safe_across_instances = 1,
+    .deduct = optimistic_deduct,
+};

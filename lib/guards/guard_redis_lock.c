@@ -1,0 +1,72 @@
+/* Guard `redis-lock`: the read-modify-write under a Redis lock per SKU.
+ * Safe by default (reentrant token lock, Lua release, watchdog renewal);
+ * the request's acquire/release/watchdog/ttl options reproduce the seeds'
+ * mistakes, and the audit shows what each one costs. */
+#include "guard.h"
+
+#include "base/util.h"
+#include "redis_shared.h"
+#include "stock/keys.h"
+#include "stock/txn.h"
+
+#include <stdio.h>
+
+static int redis_lock_deduct(const struct guard *self, const struct deduct_env *env,
+                             const struct deduct_req *req, struct deduct_res *res)
+{
+    struct rlock_opts o;
+    redis_shared_lock_opts(env, req, &o);
+    char key[KEYS_MAX];
+    keys_lock(key, req->sku);
+    struct rlock *l = rlock_new(redis_shared_locks(), key, &o);
+    if (!l) {
+        res->outcome = DEDUCT_INTERNAL;
+        snprintf(res->detail, sizeof(res->detail), "out of memory");
+        return 0;
+    }
+    double t0 = util_now();
+    int rc = rlock_acquire(l, req->lock_wait_ms);
+    res->lock_wait_s = util_now() - t0;
+    if (rc != RLOCK_OK) {
+        redis_shared_lock_failure(rc, l, req->lock_wait_ms, "Redis lock", res);
+        rlock_free(l);
+        return 0;
+    }
+    stock_rmw(self->name, env, req, res);
+    /* A release that finds the lock gone (expired while held) is counted
+     * in the lock stats; the sale stands, and the audit judges it. */
+    rlock_release(l);
+    rlock_free(l);
+    return 0;
+}
+
+static int redis_lock_seed(const struct guard *self, const struct deduct_env *env,
+                           const char *sku, long long stock, int segments,
+                           struct deduct_res *res)
+{
+    char key[KEYS_MAX];
+    keys_lock(key, sku);
+    const char *argv[2] = {"DEL", key};
+    redisReply *r = rconn_cmd_argv(redis_shared_pool(), res->detail, sizeof(res->detail), 2,
+                                   argv);
+    if (!r)
+        return -1;
+    freeReplyObject(r);
+    return 0;
+}
+
+const struct guard guard_redis_lock = {
+    .name = "redis-lock",
+    .how = "Redis lock: SET NX PX with a token, Lua compare-and-delete release, watchdog renewal",
+    .expect = "correct",
+    .safe_across_instances = 1,
+    .options = redis_shared_options,
+    .noptions = REDIS_SHARED_NOPTIONS,
+    .options_conf = &redis_shared_conf,
+    .init = redis_shared_init,
+    .fini = redis_shared_fini,
+    .deduct = redis_lock_deduct,
+    .seed = redis_lock_seed,
+    .health = redis_shared_health,
+    .export_metrics = redis_shared_export_metrics,
+};

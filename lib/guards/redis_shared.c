@@ -1,0 +1,141 @@
+/* The Redis handles the Redis guards share (see redis_shared.h). */
+#include "redis_shared.h"
+
+#include "base/metrics.h"
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#define CONNECT_TIMEOUT_MS 500
+#define CMD_TIMEOUT_MS 2000
+
+struct redis_shared_conf redis_shared_conf;
+
+const struct cfg_opt redis_shared_options[REDIS_SHARED_NOPTIONS] = {
+    {"redis-host", "REDIS_HOST", CFG_STR, "127.0.0.1", 0, 0,
+     offsetof(struct redis_shared_conf, host), sizeof(redis_shared_conf.host),
+     "Redis host (locks, segments, counters)"},
+    {"redis-port", "REDIS_PORT", CFG_INT, "6390", 1, 65535,
+     offsetof(struct redis_shared_conf, port), 0, "Redis port"},
+};
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static int users;
+static struct rlock_client *locks;
+static struct rconn_pool *pool;
+static struct rlock_stats lock_stats;
+
+int redis_shared_init(const struct guard *self, const char *instance, char *err,
+                      size_t errlen)
+{
+    int rc = 0;
+    pthread_mutex_lock(&mu);
+    if (users++ == 0) {
+        struct rlock_config cfg = {
+            .host = redis_shared_conf.host,
+            .port = (int)redis_shared_conf.port,
+            .connect_timeout_ms = CONNECT_TIMEOUT_MS,
+            .cmd_timeout_ms = CMD_TIMEOUT_MS,
+            .instance = instance,
+            .stats = &lock_stats,
+        };
+        /* Redis may be down now and up later: both handles reconnect. */
+        locks = rlock_client_new(&cfg);
+        pool = rconn_pool_new(redis_shared_conf.host, (int)redis_shared_conf.port,
+                              CONNECT_TIMEOUT_MS, CMD_TIMEOUT_MS);
+        if (!locks || !pool) {
+            snprintf(err, errlen, "out of memory");
+            rlock_client_free(locks);
+            rconn_pool_free(pool);
+            locks = NULL;
+            pool = NULL;
+            users = 0;
+            rc = -1;
+        }
+    }
+    pthread_mutex_unlock(&mu);
+    return rc;
+}
+
+void redis_shared_fini(const struct guard *self)
+{
+    pthread_mutex_lock(&mu);
+    if (users > 0 && --users == 0) {
+        rlock_client_free(locks);
+        rconn_pool_free(pool);
+        locks = NULL;
+        pool = NULL;
+    }
+    pthread_mutex_unlock(&mu);
+}
+
+struct rlock_client *redis_shared_locks(void)
+{
+    return locks;
+}
+
+struct rconn_pool *redis_shared_pool(void)
+{
+    return pool;
+}
+
+int redis_shared_health(const char **backend, char *err, size_t errlen)
+{
+    *backend = "redis";
+    if (!pool) {
+        snprintf(err, errlen, "not initialised");
+        return -1;
+    }
+    return rconn_ping(pool, err, errlen);
+}
+
+void redis_shared_lock_opts(const struct deduct_env *env, const struct deduct_req *req,
+                            struct rlock_opts *o)
+{
+    rlock_opts_default(o);
+    o->ttl_ms = req->lock_ttl_ms > 0 ? req->lock_ttl_ms : env->default_ttl_ms;
+    o->watchdog = req->watchdog;
+    o->acquire = req->acquire;
+    o->release = req->release;
+    /* The seeds' mistakes live in the simple SET-NX lock; the safe default
+     * is Redisson's reentrant hash lock. */
+    o->kind = (o->acquire != RLOCK_ACQUIRE_SET_NX_PX || o->release != RLOCK_RELEASE_TOKEN_LUA)
+                  ? RLOCK_SIMPLE : RLOCK_REENTRANT;
+}
+
+void redis_shared_lock_failure(int rc, const struct rlock *l, long wait_ms, const char *what,
+                               struct deduct_res *res)
+{
+    if (rc == RLOCK_TIMEOUT) {
+        res->outcome = DEDUCT_LOCK_TIMEOUT;
+        snprintf(res->detail, sizeof(res->detail), "%s %.60s busy for %ld ms", what,
+                 rlock_key(l), wait_ms);
+    } else if (rc == RLOCK_EUNAVAIL) {
+        res->outcome = DEDUCT_UNAVAILABLE;
+        snprintf(res->detail, sizeof(res->detail), "Redis unavailable: %.120s", rlock_errstr(l));
+    } else {
+        res->outcome = DEDUCT_INTERNAL;
+        snprintf(res->detail, sizeof(res->detail), "%s: %.120s", what, rlock_errstr(l));
+    }
+}
+
+static void mirror(const char *name, unsigned long long v)
+{
+    metrics_set(name, "", (double)v);
+}
+
+void redis_shared_export_metrics(void)
+{
+    struct rlock_stats_snap s;
+    rlock_stats_read(&lock_stats, &s);
+    mirror("lab_lock_acquired_total", s.acquired);
+    mirror("lab_lock_timeouts_redis_total", s.timeouts);
+    mirror("lab_lock_waits_total", s.waits);
+    metrics_set("lab_lock_wait_seconds_total", "", (double)s.wait_us_total / 1e6);
+    mirror("lab_lock_notifications_total", s.notifications);
+    mirror("lab_lock_renewals_total", s.renewals);
+    mirror("lab_lock_lost_total", s.lost);
+    mirror("lab_lock_foreign_release_total", s.foreign_release);
+    mirror("lab_lock_unavailable_total", s.unavailable);
+}

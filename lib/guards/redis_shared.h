@@ -1,0 +1,44 @@
+/* The Redis server the Redis guards share (redis-lock, segmented,
+ * redis-decr): its option rows, one lock client (with its watchdog) and one
+ * pool of data connections per process, opened by the first of those
+ * guards' init and closed by the last fini. Each guard points its own
+ * options/init/fini/health/export_metrics at these. */
+#ifndef LAB_REDIS_SHARED_H
+#define LAB_REDIS_SHARED_H
+
+#include "guard.h"
+
+#include "base/rconn.h"
+#include "base/rlock.h"
+
+#define REDIS_SHARED_NOPTIONS 2
+extern const struct cfg_opt redis_shared_options[REDIS_SHARED_NOPTIONS];
+/* The rows' storage: options_conf of every Redis guard. */
+struct redis_shared_conf {
+    char host[128];
+    long port;
+};
+extern struct redis_shared_conf redis_shared_conf;
+
+/* Guard hooks (see guard.h). init is reference-counted. */
+int redis_shared_init(const struct guard *self, const char *instance, char *err,
+                      size_t errlen);
+void redis_shared_fini(const struct guard *self);
+int redis_shared_health(const char **backend, char *err, size_t errlen);
+void redis_shared_export_metrics(void);
+
+/* The shared handles; valid between init and the last fini. */
+struct rlock_client *redis_shared_locks(void);
+struct rconn_pool *redis_shared_pool(void);
+
+/* The request's lock options (ttl, watchdog, acquire, release) as rlock
+ * options: the safe reentrant lock unless a seeds' mistake is asked for. */
+void redis_shared_lock_opts(const struct deduct_env *env, const struct deduct_req *req,
+                            struct rlock_opts *o);
+
+/* Map a failed rlock call into res: lock_timeout, backend_unavailable or
+ * internal, with `what` ("Redis lock", "segment lock") in the detail. */
+void redis_shared_lock_failure(int rc, const struct rlock *l, long wait_ms, const char *what,
+                               struct deduct_res *res);
+
+#endif

@@ -1,0 +1,78 @@
+/* The domain's vocabulary: one deduction request, its result, and the ONE
+ * outcome table that says, for every outcome, its name (metrics label),
+ * HTTP status, API error code and whether the client should retry later.
+ * Guards fill results; the services only look them up here. */
+#ifndef LAB_DEDUCT_H
+#define LAB_DEDUCT_H
+
+#include "base/rlock.h"
+
+#include <stddef.h>
+
+#define STOCK_SKU_MAX 64
+#define STOCK_ID_MAX 64
+
+/* One validated deduction request. */
+struct deduct_req {
+    char sku[STOCK_SKU_MAX + 1];
+    char order_id[STOCK_ID_MAX + 1];
+    long qty;                  /* 1..1000 */
+    long hold_ms;              /* 0..10000: time spent holding the guard */
+    long lock_wait_ms;         /* how long a lock guard may wait */
+    long lock_ttl_ms;          /* lock lease; 0 = the instance default */
+    int watchdog;              /* renew the lease while held */
+    enum rlock_release release;
+    enum rlock_acquire acquire;
+};
+
+/* X-macro: outcome, name, HTTP status, error code (NULL: success), Retry-After. */
+#define DEDUCT_OUTCOMES(X)                                                   \
+    X(DEDUCT_SOLD,            "sold",                200, NULL,                  0) \
+    X(DEDUCT_DUPLICATE,       "duplicate",           200, NULL,                  0) \
+    X(DEDUCT_OUT_OF_STOCK,    "out_of_stock",        409, "out_of_stock",        0) \
+    X(DEDUCT_UNKNOWN_SKU,     "unknown_sku",         404, "unknown_sku",         0) \
+    X(DEDUCT_LOCK_TIMEOUT,    "lock_timeout",        503, "lock_timeout",        1) \
+    X(DEDUCT_RETRY_EXHAUSTED, "retry_exhausted",     503, "retry_exhausted",     1) \
+    X(DEDUCT_UNAVAILABLE,     "backend_unavailable", 503, "backend_unavailable", 1) \
+    X(DEDUCT_INTERNAL,        "internal",            500, "internal",            0)
+
+enum deduct_outcome {
+#define DEDUCT_ENUM(id, name, status, code, retry) id,
+    DEDUCT_OUTCOMES(DEDUCT_ENUM)
+#undef DEDUCT_ENUM
+};
+
+struct deduct_outcome_info {
+    const char *name;          /* metrics label: "sold", "lock_timeout", ... */
+    int http_status;
+    const char *error_code;    /* API error code; NULL for the 200 outcomes */
+    int retry_after;           /* 1: answer with Retry-After: 1 */
+};
+
+/* The table row of an outcome; an out-of-range value gets the internal row.
+ * Never NULL. */
+const struct deduct_outcome_info *deduct_outcome_info(enum deduct_outcome o);
+
+struct deduct_res {
+    enum deduct_outcome outcome;
+    long long remaining;       /* stock after this sale (or the first sale) */
+    long qty;                  /* units of the recorded sale */
+    char guard[32];            /* for duplicates: the guard of the first sale */
+    char instance[64];         /* for duplicates: where it was first sold */
+    int retries;               /* optimistic CAS misses, deadlock retries */
+    double lock_wait_s;        /* time spent acquiring the guard */
+    char detail[160];          /* human sentence for errors */
+};
+
+struct db_conn;
+
+/* What one deduction runs with, filled by the service per request: the
+ * calling thread's MySQL connection and the instance-wide policy. */
+struct deduct_env {
+    struct db_conn *db;
+    const char *instance;      /* written into the ledger and answers */
+    long max_retries;          /* optimistic / deadlock retry bound */
+    long default_ttl_ms;       /* lock lease when the request gives none */
+};
+
+#endif

@@ -1,0 +1,52 @@
+/* Every Redis key and lock name of the lab, formatted here and nowhere else,
+ * so two modules can never spell one SKU's key two ways. The SKU sits in a
+ * {hash tag}: all keys of one SKU land on one Redis Cluster slot, so a Lua
+ * script may touch them together. */
+#ifndef LAB_KEYS_H
+#define LAB_KEYS_H
+
+#include "deduct.h"
+
+#include <stdio.h>
+
+/* Room for any key below (SKU of STOCK_SKU_MAX bytes, 2-digit segment). */
+#define KEYS_MAX (STOCK_SKU_MAX + 32)
+
+/* redis-decr: the SKU's stock counter. */
+static inline void keys_stock(char out[KEYS_MAX], const char *sku)
+{
+    snprintf(out, KEYS_MAX, "stock:{%s}", sku);
+}
+
+/* redis-lock and redlock: the per-SKU lock. */
+static inline void keys_lock(char out[KEYS_MAX], const char *sku)
+{
+    snprintf(out, KEYS_MAX, "lock:inventory:{%s}", sku);
+}
+
+/* segmented: how many segments the SKU has. */
+static inline void keys_seg_count(char out[KEYS_MAX], const char *sku)
+{
+    snprintf(out, KEYS_MAX, "seg:{%s}:k", sku);
+}
+
+/* segmented: the units of segment i. */
+static inline void keys_seg(char out[KEYS_MAX], const char *sku, int i)
+{
+    snprintf(out, KEYS_MAX, "seg:{%s}:%d", sku, i);
+}
+
+/* segmented: the lock of segment i. */
+static inline void keys_seg_lock(char out[KEYS_MAX], const char *sku, int i)
+{
+    snprintf(out, KEYS_MAX, "lock:seg:{%s}:%d", sku, i);
+}
+
+/* lock-table: the lock row's name in db_shopping.lock_table. */
+#define KEYS_LOCK_ROW_PREFIX "inventory:"
+static inline void keys_lock_row(char out[KEYS_MAX], const char *sku)
+{
+    snprintf(out, KEYS_MAX, KEYS_LOCK_ROW_PREFIX "%s", sku);
+}
+
+#endif

@@ -1,0 +1,199 @@
+/* Request validation with jansson: strict types, bounded values. */
+#include "request.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <string.h>
+
+int req_check_id(const char *what, const char *s, char *err, size_t errlen)
+{
+    size_t n = s ? strlen(s) : 0;
+    if (n == 0 || n > STOCK_SKU_MAX) {
+        snprintf(err, errlen, "%s must be 1..%d bytes", what, STOCK_SKU_MAX);
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c < 0x20 || c == 0x7f || c == '/' || c == '?' || c == '#' || c == '%') {
+            snprintf(err, errlen, "%s contains a forbidden character (byte 0x%02x at %zu)",
+                     what, c, i);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static json_t *load_object(const char *body, size_t len, char *err, size_t errlen)
+{
+    if (!body || len == 0) {
+        snprintf(err, errlen, "a JSON object body is required");
+        return NULL;
+    }
+    json_error_t je;
+    json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
+    if (!root) {
+        snprintf(err, errlen, "malformed JSON at line %d column %d: %.80s", je.line,
+                 je.column, je.text);
+        return NULL;
+    }
+    if (!json_is_object(root)) {
+        snprintf(err, errlen, "the body must be a JSON object");
+        json_decref(root);
+        return NULL;
+    }
+    return root;
+}
+
+/* Integer field in [lo, hi]; absent keeps *out. Returns -1 with err on a
+ * wrong type or range. */
+static int get_int(json_t *o, const char *key, long long lo, long long hi,
+                   long long *out, char *err, size_t errlen)
+{
+    json_t *v = json_object_get(o, key);
+    if (!v)
+        return 0;
+    if (!json_is_integer(v)) {
+        snprintf(err, errlen, "%s must be an integer", key);
+        return -1;
+    }
+    long long x = json_integer_value(v);
+    if (x < lo || x > hi) {
+        snprintf(err, errlen, "%s must be %lld..%lld, got %lld", key, lo, hi, x);
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
+static int get_str(json_t *o, const char *key, const char **out, char *err,
+                   size_t errlen)
+{
+    json_t *v = json_object_get(o, key);
+    if (!v)
+        return 0;
+    if (!json_is_string(v)) {
+        snprintf(err, errlen, "%s must be a string", key);
+        return -1;
+    }
+    *out = json_string_value(v);
+    return 0;
+}
+
+void req_default_deduct(const struct req_defaults *d, struct deduct_req *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->qty = 1;
+    out->lock_wait_ms = d->lock_wait_ms;
+    out->lock_ttl_ms = d->lock_ttl_ms;
+    out->watchdog = 1;
+    out->release = RLOCK_RELEASE_TOKEN_LUA;
+    out->acquire = RLOCK_ACQUIRE_SET_NX_PX;
+}
+
+int req_parse_deduct(const char *body, size_t len, const struct req_defaults *d,
+                     struct deduct_req *out, char *guard, size_t guardlen,
+                     char *err, size_t errlen)
+{
+    req_default_deduct(d, out);
+    guard[0] = '\0';
+    json_t *o = load_object(body, len, err, errlen);
+    if (!o)
+        return -1;
+    const char *sku = NULL, *order_id = NULL, *g = NULL, *release = NULL,
+               *acquire = NULL;
+    long long qty = 1, hold = 0, wait = d->lock_wait_ms, ttl = d->lock_ttl_ms;
+    int rc = -1;
+    if (get_str(o, "sku", &sku, err, errlen) || get_str(o, "order_id", &order_id, err, errlen) ||
+        get_str(o, "guard", &g, err, errlen) || get_str(o, "release", &release, err, errlen) ||
+        get_str(o, "acquire", &acquire, err, errlen) ||
+        get_int(o, "qty", 1, REQ_QTY_MAX, &qty, err, errlen) ||
+        get_int(o, "hold_ms", 0, REQ_HOLD_MAX_MS, &hold, err, errlen) ||
+        get_int(o, "lock_wait_ms", 0, REQ_LOCK_WAIT_MAX_MS, &wait, err, errlen) ||
+        get_int(o, "lock_ttl_ms", 0, REQ_LOCK_TTL_MAX_MS, &ttl, err, errlen))
+        goto out;
+    if (!sku) {
+        snprintf(err, errlen, "sku is required");
+        goto out;
+    }
+    if (req_check_id("sku", sku, err, errlen) ||
+        (order_id && req_check_id("order_id", order_id, err, errlen)))
+        goto out;
+    json_t *wd = json_object_get(o, "watchdog");
+    if (wd && !json_is_boolean(wd)) {
+        snprintf(err, errlen, "watchdog must be true or false");
+        goto out;
+    }
+    if (release && rlock_release_parse(release, &out->release) != 0) {
+        snprintf(err, errlen, "release must be %s", rlock_release_choices());
+        goto out;
+    }
+    if (acquire && rlock_acquire_parse(acquire, &out->acquire) != 0) {
+        snprintf(err, errlen, "acquire must be %s", rlock_acquire_choices());
+        goto out;
+    }
+    if (g && (strlen(g) == 0 || strlen(g) >= guardlen)) {
+        snprintf(err, errlen, "guard must be a guard name (see GET /guards)");
+        goto out;
+    }
+    snprintf(out->sku, sizeof(out->sku), "%s", sku);
+    if (order_id)
+        snprintf(out->order_id, sizeof(out->order_id), "%s", order_id);
+    if (g)
+        snprintf(guard, guardlen, "%s", g);
+    out->qty = (long)qty;
+    out->hold_ms = (long)hold;
+    out->lock_wait_ms = (long)wait;
+    out->lock_ttl_ms = (long)ttl;
+    if (wd)
+        out->watchdog = json_is_true(wd);
+    rc = 0;
+out:
+    json_decref(o);
+    return rc;
+}
+
+int req_parse_seed(const char *body, size_t len, long long *stock, int *segments,
+                   char *err, size_t errlen)
+{
+    json_t *o = load_object(body, len, err, errlen);
+    if (!o)
+        return -1;
+    long long st = -1, seg = REQ_SEGMENTS_DEFAULT;
+    int rc = -1;
+    if (get_int(o, "stock", 0, REQ_STOCK_MAX, &st, err, errlen) ||
+        get_int(o, "segments", 1, REQ_SEGMENTS_MAX, &seg, err, errlen))
+        goto out;
+    if (st < 0) {
+        snprintf(err, errlen, "stock is required");
+        goto out;
+    }
+    *stock = st;
+    *segments = (int)seg;
+    rc = 0;
+out:
+    json_decref(o);
+    return rc;
+}
+
+int req_parse_release(const char *body, size_t len, char *order_id, size_t idlen,
+                      char *err, size_t errlen)
+{
+    json_t *o = load_object(body, len, err, errlen);
+    if (!o)
+        return -1;
+    const char *id = NULL;
+    int rc = -1;
+    if (get_str(o, "order_id", &id, err, errlen))
+        goto out;
+    if (!id) {
+        snprintf(err, errlen, "order_id is required");
+        goto out;
+    }
+    if (req_check_id("order_id", id, err, errlen))
+        goto out;
+    snprintf(order_id, idlen, "%s", id);
+    rc = 0;
+out:
+    json_decref(o);
+    return rc;
+}

@@ -1,0 +1,47 @@
+/* Validation of request bodies and identifiers. Pure functions: no I/O, so
+ * every rule is unit-tested. Each returns 0 when valid, or -1 with a human
+ * sentence in err (the API's 400 bad_request detail). */
+#ifndef LAB_REQUEST_H
+#define LAB_REQUEST_H
+
+#include "deduct.h"
+
+#include <stddef.h>
+
+#define REQ_QTY_MAX 1000
+#define REQ_HOLD_MAX_MS 10000
+#define REQ_LOCK_WAIT_MAX_MS 60000
+#define REQ_LOCK_TTL_MAX_MS 600000
+#define REQ_STOCK_MAX 1000000000LL
+#define REQ_SEGMENTS_MAX 64
+#define REQ_SEGMENTS_DEFAULT 10
+
+struct req_defaults {
+    long lock_wait_ms;
+    long lock_ttl_ms;
+};
+
+/* SKUs and order ids: 1..64 bytes, no control characters, none of / ? # %
+ * (they travel in URL paths and query strings). */
+int req_check_id(const char *what, const char *s, char *err, size_t errlen);
+
+/* Parse POST /inventory/deduct. Fills out (order_id left "" when absent)
+ * and guard (the body's "guard", "" when absent). An empty body is an
+ * error: sku is required. */
+int req_parse_deduct(const char *body, size_t len, const struct req_defaults *d,
+                     struct deduct_req *out, char *guard, size_t guardlen,
+                     char *err, size_t errlen);
+
+/* Parse PUT /inventory/{sku}: stock 0..1e9 (required), segments 1..64
+ * (default 10). */
+int req_parse_seed(const char *body, size_t len, long long *stock, int *segments,
+                   char *err, size_t errlen);
+
+/* Parse POST /inventory/release: order_id required. */
+int req_parse_release(const char *body, size_t len, char *order_id, size_t idlen,
+                      char *err, size_t errlen);
+
+/* Defaults for a deduction that comes without a body (the seeds' GET). */
+void req_default_deduct(const struct req_defaults *d, struct deduct_req *out);
+
+#endif

@@ -1,0 +1,141 @@
+/* Inventory SQL, all through prepared statements. */
+#include "store.h"
+
+#include "keys.h"
+
+#include "base/db.h"
+
+int store_ledger_get(struct db_conn *db, const char *order_id, int for_update,
+                     struct ledger_row *r)
+{
+    long long n = for_update
+        ? db_run(db, "SELECT sku, qty, remaining, guard, instance, released "
+                     "FROM ledger WHERE order_id=? FOR UPDATE", "s", "sllssi", order_id,
+                 r->sku, sizeof(r->sku), &r->qty, &r->remaining, r->guard,
+                 sizeof(r->guard), r->instance, sizeof(r->instance), &r->released)
+        : db_run(db, "SELECT sku, qty, remaining, guard, instance, released "
+                     "FROM ledger WHERE order_id=?", "s", "sllssi", order_id,
+                 r->sku, sizeof(r->sku), &r->qty, &r->remaining, r->guard,
+                 sizeof(r->guard), r->instance, sizeof(r->instance), &r->released);
+    return n < 0 ? (int)n : n > 0;
+}
+
+int store_read(struct db_conn *db, const char *sku, int for_update,
+               long long *stock, long long *version)
+{
+    long long n = for_update
+        ? db_run(db, "SELECT stock, version FROM inventory WHERE sku=? FOR UPDATE",
+                 "s", "ll", sku, stock, version)
+        : db_run(db, "SELECT stock, version FROM inventory WHERE sku=?",
+                 "s", "ll", sku, stock, version);
+    return n < 0 ? (int)n : n > 0;
+}
+
+long long store_set_stock(struct db_conn *db, const char *sku, long long stock)
+{
+    return db_run(db, "UPDATE inventory SET stock=?, version=version+1 WHERE sku=?",
+                  "ls", "", stock, sku);
+}
+
+long long store_set_stock_if_version(struct db_conn *db, const char *sku,
+                                     long long stock, long long version)
+{
+    return db_run(db, "UPDATE inventory SET stock=?, version=version+1 "
+                      "WHERE sku=? AND version=?", "lsl", "", stock, sku, version);
+}
+
+long long store_take_if_enough(struct db_conn *db, const char *sku, long long qty)
+{
+    return db_run(db, "UPDATE inventory SET stock=stock-?, version=version+1 "
+                      "WHERE sku=? AND stock>=?", "lsl", "", qty, sku, qty);
+}
+
+long long store_add_stock(struct db_conn *db, const char *sku, long long delta)
+{
+    return db_run(db, "UPDATE inventory SET stock=stock+?, version=version+1 WHERE sku=?",
+                  "ls", "", delta, sku);
+}
+
+long long store_ledger_insert(struct db_conn *db, const char *order_id,
+                              const char *sku, long long qty, long long remaining,
+                              const char *guard, const char *instance)
+{
+    return db_run(db, "INSERT INTO ledger (order_id, sku, qty, remaining, guard, instance) "
+                      "VALUES (?, ?, ?, ?, ?, ?)", "ssllss", "",
+                  order_id, sku, qty, remaining, guard, instance);
+}
+
+long long store_ledger_mark_released(struct db_conn *db, const char *order_id)
+{
+    return db_run(db, "UPDATE ledger SET released=1 WHERE order_id=? AND released=0",
+                  "s", "", order_id);
+}
+
+int store_seed(struct db_conn *db, const char *sku, long long stock, int segments)
+{
+    long long rc;
+    if ((rc = db_begin(db)) < 0)
+        return (int)rc;
+    rc = db_run(db, "INSERT INTO inventory (sku, stock, initial, version, segments) "
+                    "VALUES (?, ?, ?, 0, ?) ON DUPLICATE KEY UPDATE "
+                    "stock=VALUES(stock), initial=VALUES(initial), version=0, "
+                    "segments=VALUES(segments)", "slli", "", sku, stock, stock, segments);
+    if (rc >= 0)
+        rc = db_run(db, "DELETE FROM ledger WHERE sku=?", "s", "", sku);
+    if (rc >= 0)
+        rc = db_run(db, "DELETE FROM lock_table WHERE lock_name LIKE CONCAT(?, ?, '%')",
+                    "ss", "", KEYS_LOCK_ROW_PREFIX, sku);
+    if (rc < 0) {
+        db_rollback(db);
+        return (int)rc;
+    }
+    return db_commit(db);
+}
+
+int store_remove(struct db_conn *db, const char *sku)
+{
+    long long rc = db_run(db, "DELETE FROM ledger WHERE sku=?", "s", "", sku);
+    if (rc >= 0)
+        rc = db_run(db, "DELETE FROM inventory WHERE sku=?", "s", "", sku);
+    return rc < 0 ? (int)rc : 0;
+}
+
+int store_audit(struct db_conn *db, const char *sku, long long *initial,
+                long long *stock, long long *sold)
+{
+    long long n = db_run(db, "SELECT i.initial, i.stock, "
+                             "(SELECT CAST(COALESCE(SUM(l.qty), 0) AS SIGNED) FROM ledger l "
+                             " WHERE l.sku=i.sku AND l.released=0) "
+                             "FROM inventory i WHERE i.sku=?",
+                         "s", "lll", sku, initial, stock, sold);
+    return n < 0 ? (int)n : n > 0;
+}
+
+int store_info(struct db_conn *db, const char *sku, long long *stock,
+               long long *version, long long *initial, int *segments)
+{
+    long long n = db_run(db, "SELECT stock, version, initial, segments FROM inventory "
+                             "WHERE sku=?", "s", "llli", sku, stock, version, initial,
+                         segments);
+    return n < 0 ? (int)n : n > 0;
+}
+
+long long store_lock_row_insert(struct db_conn *db, const char *name, const char *owner,
+                                long ttl_ms)
+{
+    return db_run(db, "INSERT INTO lock_table (lock_name, owner, expires_at) "
+                      "VALUES (?, ?, TIMESTAMPADD(MICROSECOND, ? * 1000, NOW(3)))",
+                  "ssl", "", name, owner, (long long)ttl_ms);
+}
+
+long long store_lock_row_expire(struct db_conn *db, const char *name)
+{
+    return db_run(db, "DELETE FROM lock_table WHERE lock_name=? AND expires_at < NOW(3)",
+                  "s", "", name);
+}
+
+long long store_lock_row_delete(struct db_conn *db, const char *name, const char *owner)
+{
+    return db_run(db, "DELETE FROM lock_table WHERE lock_name=? AND owner=?", "ss", "",
+                  name, owner);
+}

@@ -1,0 +1,60 @@
+/* Every statement on db_shopping: stock rows, the ledger and the lock
+ * table (services, guards and loadtest/tools/rawdb all run these, never a
+ * copy). Every function takes
+ * the caller's connection and returns 1 found / 0 not found, an affected row
+ * count, or a negative DB_E* code (see db.h). Transactions are the caller's. */
+#ifndef LAB_STORE_H
+#define LAB_STORE_H
+
+#include "deduct.h"
+
+struct db_conn;
+
+struct ledger_row {
+    char sku[STOCK_SKU_MAX + 1];
+    long long qty;
+    long long remaining;
+    char guard[32];
+    char instance[64];
+    int released;
+};
+
+int store_ledger_get(struct db_conn *db, const char *order_id, int for_update,
+                     struct ledger_row *row);
+/* Read stock and version; for_update locks the row (inside a transaction). */
+int store_read(struct db_conn *db, const char *sku, int for_update,
+               long long *stock, long long *version);
+/* Absolute write of the computed value (the read-modify-write's write). */
+long long store_set_stock(struct db_conn *db, const char *sku, long long stock);
+/* Compare-and-set on version: 1 when it won, 0 when someone else wrote. */
+long long store_set_stock_if_version(struct db_conn *db, const char *sku,
+                                     long long stock, long long version);
+/* stock -= qty only when stock >= qty: 1 taken, 0 not enough (or no SKU). */
+long long store_take_if_enough(struct db_conn *db, const char *sku, long long qty);
+/* stock += delta unconditionally (redis-decr follow-up, releases). */
+long long store_add_stock(struct db_conn *db, const char *sku, long long delta);
+long long store_ledger_insert(struct db_conn *db, const char *order_id,
+                              const char *sku, long long qty, long long remaining,
+                              const char *guard, const char *instance);
+long long store_ledger_mark_released(struct db_conn *db, const char *order_id);
+/* Create or reset a SKU: stock = initial = `stock`, version 0, ledger cleared.
+ * Runs its own transaction. */
+int store_seed(struct db_conn *db, const char *sku, long long stock, int segments);
+/* Remove a SKU and its ledger (benchmark clean-up). Returns 0 or a
+ * negative DB_E* code. */
+int store_remove(struct db_conn *db, const char *sku);
+/* Audit inputs: initial, stock, units sold (unreleased ledger rows). */
+int store_audit(struct db_conn *db, const char *sku, long long *initial,
+                long long *stock, long long *sold);
+int store_info(struct db_conn *db, const char *sku, long long *stock,
+               long long *version, long long *initial, int *segments);
+
+/* lock-table rows (name from keys_lock_row). Insert: 1 affected, DB_EDUP
+ * when held. Expire: deletes the row only if its lease ran out (1 / 0).
+ * Delete: the owner's row only (1 / 0). */
+long long store_lock_row_insert(struct db_conn *db, const char *name, const char *owner,
+                                long ttl_ms);
+long long store_lock_row_expire(struct db_conn *db, const char *name);
+long long store_lock_row_delete(struct db_conn *db, const char *name, const char *owner);
+
+#endif
