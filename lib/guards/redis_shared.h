@@ -20,6 +20,13 @@ struct redis_shared_conf {
 };
 extern struct redis_shared_conf redis_shared_conf;
 
+/* The fields every Redis guard sets the same way, in its struct guard. */
+#define REDIS_SHARED_GUARD_FIELDS                                      \
+    .options = redis_shared_options, .noptions = REDIS_SHARED_NOPTIONS, \
+    .options_conf = &redis_shared_conf, .init = redis_shared_init,     \
+    .fini = redis_shared_fini, .health = redis_shared_health,          \
+    .export_metrics = redis_shared_export_metrics
+
 /* Guard hooks (see guard.h). init is reference-counted. */
 int redis_shared_init(const struct guard *self, const char *instance, char *err,
                       size_t errlen);
