@@ -98,29 +98,30 @@ static int redis_decr_deduct(const struct guard *self, const struct deduct_env *
     return 0;
 }
 
-static int redis_decr_seed(const struct guard *self, const struct deduct_env *env,
-                           const char *sku, long long stock, int segments,
-                           struct deduct_res *res)
+/* SET or INCRBY the SKU's stock counter. Returns 0, or -1 with err. */
+static int stock_key_cmd(const char *cmd, const char *sku, long long n, char *err,
+                         size_t errlen)
 {
     char key[KEYS_MAX];
     keys_stock(key, sku);
-    redisReply *r = key_cmd("SET", key, stock, NULL, res->detail, sizeof(res->detail));
+    redisReply *r = key_cmd(cmd, key, n, NULL, err, errlen);
     if (!r)
         return -1;
     freeReplyObject(r);
     return 0;
 }
 
+static int redis_decr_seed(const struct guard *self, const struct deduct_env *env,
+                           const char *sku, long long stock, int segments,
+                           struct deduct_res *res)
+{
+    return stock_key_cmd("SET", sku, stock, res->detail, sizeof(res->detail));
+}
+
 static int redis_decr_release(const struct guard *self, const struct deduct_env *env,
                               const char *sku, long qty, struct deduct_res *res)
 {
-    char key[KEYS_MAX];
-    keys_stock(key, sku);
-    redisReply *r = key_cmd("INCRBY", key, qty, NULL, res->detail, sizeof(res->detail));
-    if (!r)
-        return -1;
-    freeReplyObject(r);
-    return 0;
+    return stock_key_cmd("INCRBY", sku, qty, res->detail, sizeof(res->detail));
 }
 
 static int redis_decr_describe(const struct guard *self, const char *sku,
