@@ -6,6 +6,7 @@
 #define LAB_DEDUCT_H
 
 #include "base/rlock.h"
+#include "base/util.h"
 
 #include <stddef.h>
 
@@ -23,17 +24,38 @@ struct deduct_req {
     int watchdog;              /* renew the lease while held */
     enum rlock_release release;
     enum rlock_acquire acquire;
+    double deadline;           /* util_now() by which the request must have
+                                * finished or given up; 0 = none. Set by the
+                                * service; every wait and retry honours it. */
 };
+
+/* 1 when the request's deadline has passed (never when it has none). */
+static inline int deduct_expired(const struct deduct_req *r)
+{
+    return r->deadline > 0 && util_now() >= r->deadline;
+}
+
+/* Seconds left before the deadline (a large number when there is none,
+ * 0 when passed). */
+static inline double deduct_time_left(const struct deduct_req *r)
+{
+    if (r->deadline <= 0)
+        return 1e9;
+    double left = r->deadline - util_now();
+    return left > 0 ? left : 0;
+}
 
 /* X-macro: outcome, name, HTTP status, error code (NULL: success), Retry-After. */
 #define DEDUCT_OUTCOMES(X)                                                   \
     X(DEDUCT_SOLD,            "sold",                200, NULL,                  0) \
     X(DEDUCT_DUPLICATE,       "duplicate",           200, NULL,                  0) \
     X(DEDUCT_OUT_OF_STOCK,    "out_of_stock",        409, "out_of_stock",        0) \
+    X(DEDUCT_ORDER_CONFLICT,  "order_id_conflict",   409, "order_id_conflict",   0) \
     X(DEDUCT_UNKNOWN_SKU,     "unknown_sku",         404, "unknown_sku",         0) \
     X(DEDUCT_LOCK_TIMEOUT,    "lock_timeout",        503, "lock_timeout",        1) \
     X(DEDUCT_RETRY_EXHAUSTED, "retry_exhausted",     503, "retry_exhausted",     1) \
     X(DEDUCT_UNAVAILABLE,     "backend_unavailable", 503, "backend_unavailable", 1) \
+    X(DEDUCT_DEADLINE,        "deadline_exceeded",   503, "deadline_exceeded",   1) \
     X(DEDUCT_INTERNAL,        "internal",            500, "internal",            0)
 
 enum deduct_outcome {
