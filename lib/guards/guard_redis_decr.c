@@ -86,7 +86,7 @@ static int redis_decr_deduct(const struct guard *self, const struct deduct_env *
         return 0;
     }
     util_sleep_ms(req->hold_ms);   /* between the Redis sale and the MySQL write */
-    if (stock_record_relative(self->name, env, req, res) != 0) {
+    if (stock_record_relative(self->name, env, req, res) == STOCK_NOT_COMMITTED) {
         char err[128];
         redisReply *r = key_cmd("INCRBY", key, req->qty, NULL, err, sizeof(err));
         if (r)

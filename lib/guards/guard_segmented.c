@@ -182,7 +182,7 @@ static enum seg_try try_segment(const struct guard *self, const struct deduct_en
         goto out;
     }
     freeReplyObject(r);
-    if (stock_record_relative(self->name, env, req, res) != 0) {
+    if (stock_record_relative(self->name, env, req, res) == STOCK_NOT_COMMITTED) {
         char err[128];
         r = seg_cmd("INCRBY", key, req->qty, err, sizeof(err));
         if (r)
