@@ -3,6 +3,8 @@
 #   make            build services, loadgen, tools and tests
 #   make test       unit + integration tests (own MariaDB/Redis on free ports)
 #   make asan/tsan  the same tests under AddressSanitizer+UBSan / ThreadSanitizer
+#   make fuzz       libFuzzer over the HTTP edge and request parsing (clang,
+#                   FUZZ_TIME=300 s; `make test` runs it 20 s via tests/checks)
 #   make demo       the comparison demo          make bench   benchmarks
 #   V=1             show full commands
 
@@ -20,6 +22,10 @@ SANITIZER ?=
 ifeq ($(SANITIZER),address)
   SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
   BUILD     ?= build-asan
+else ifeq ($(SANITIZER),fuzzer)
+  # lib/ instrumented for libFuzzer; only the fuzz target links the driver.
+  SAN_FLAGS := -fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+  BUILD     ?= build-fuzz
 else ifeq ($(SANITIZER),thread)
   SAN_FLAGS := -fsanitize=thread -fno-omit-frame-pointer
   BUILD     ?= build-tsan
@@ -62,7 +68,7 @@ UNITS  := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%,$(UNIT_SRC))
 ITESTS := $(patsubst tests/integration/%.c,$(BUILD)/tests/integration/%,$(IT_SRC))
 
 .SECONDARY:
-.PHONY: all test unit itest asan tsan demo bench clean stack-up stack-down
+.PHONY: all test unit itest asan tsan demo bench clean stack-up stack-down fuzz fuzz-build fuzz-run
 all: $(BINS) $(TOOLS) $(UNITS) $(ITESTS)
 
 $(BUILD)/obj/%.o: %.c
@@ -109,6 +115,27 @@ $(BUILD)/tests/integration/%: $(BUILD)/obj/tests/integration/%.o $(call obj,$(IT
 	@$(if $(Q),echo "  LD  $@")
 	$(Q)$(CC) $(FINAL_LDFLAGS) -o $@ $^ $(FINAL_LIBS) $(TEST_LIBS)
 
+# libFuzzer target (clang only): `make fuzz` builds it in build-fuzz/ and
+# runs it FUZZ_TIME seconds on a scratch copy of the committed seed corpus.
+FUZZ_TIME ?= 300
+FUZZ_BIN  := $(BUILD)/fuzz/fuzz_edge
+$(FUZZ_BIN): $(BUILD)/obj/tests/fuzz/fuzz_edge.o $(LIBLAB)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD  $@")
+	$(Q)$(CC) -fsanitize=fuzzer,address,undefined $(LDFLAGS) -o $@ $^ $(FINAL_LIBS)
+
+fuzz-build:
+	$(Q)$(MAKE) --no-print-directory SANITIZER=fuzzer CC=clang build-fuzz/fuzz/fuzz_edge
+
+fuzz-run: $(FUZZ_BIN)
+	$(Q)work=$$(mktemp -d /tmp/lab-fuzz.XXXXXX) && \
+	  $(FUZZ_BIN) -max_total_time=$(FUZZ_TIME) -timeout=10 -rss_limit_mb=1024 -print_final_stats=1 \
+	    -artifact_prefix=$$work/ $$work tests/fuzz/corpus; rc=$$?; \
+	  if [ $$rc -ne 0 ]; then echo "fuzz: crash input kept in $$work"; else rm -rf $$work; fi; exit $$rc
+
+fuzz:
+	$(Q)$(MAKE) --no-print-directory SANITIZER=fuzzer CC=clang FUZZ_TIME=$(FUZZ_TIME) fuzz-run
+
 # tests/run owns its stack (free ports, temp dir, trap cleanup) and prints
 # the closing "N passed, M failed" line.
 test: all
@@ -133,6 +160,6 @@ bench: all
 	$(Q)LAB_BUILD=$(BUILD) bash loadtest/bench
 
 clean:
-	rm -rf build build-asan build-tsan
+	rm -rf build build-asan build-tsan build-fuzz
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

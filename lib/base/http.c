@@ -1,11 +1,15 @@
-/* libmicrohttpd glue: body collection, response queueing, JSON errors. */
+/* libmicrohttpd glue: body collection, the edge rules, the hand-off from
+ * MHD's I/O threads to our worker pools (suspend/resume), response
+ * queueing, JSON errors. */
 #include "http.h"
 
+#include "edge.h"
 #include "util.h"
 
 #include <arpa/inet.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <sys/socket.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -13,16 +17,36 @@
 #include <string.h>
 #include <time.h>
 
+/* A queue of suspended requests and the threads that run the handler for
+ * them. Each worker owns its thread-local MySQL connection (db.h). */
+struct http_pool {
+    struct http_server *srv;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    struct req_state *head, *tail;   /* FIFO of requests waiting for a worker */
+    int stopping;                    /* set by http_stop: drain, then exit */
+    pthread_t *tids;
+    long nthreads;                   /* started */
+};
+
+#define HTTP_MAX_CONTROL 8
+
 struct http_server {
     struct MHD_Daemon *d;
     http_handler_fn fn;
     void *app;
+    const char *control[HTTP_MAX_CONTROL + 1];
+    struct http_pool work, ctl;
 };
 
 struct req_state {
     struct http_req req;
     char *buf;
     size_t cap;
+    struct http_resp resp;      /* filled by a worker, sent by MHD's thread */
+    int done;                   /* resp is ready (read/written under pool mu) */
+    int dispatched;             /* handed to a pool (MHD's thread only) */
+    struct req_state *next;     /* pool queue link */
 };
 
 void http_text(struct http_resp *resp, int status, const char *ctype, char *text)
@@ -116,8 +140,166 @@ static enum MHD_Result send_resp(struct MHD_Connection *conn, struct http_resp *
     return ret;
 }
 
-/* MHD calls this several times per request. We answer only after the first
- * call: queueing on the first callback makes MHD 0.9.75 close the
+/* ---- the edge: every text a client sends, before any route runs ---- */
+
+struct text_walk {
+    struct edge_verdict *v;
+    const char *kind;           /* "header" or "query" */
+};
+
+static enum MHD_Result check_kv(void *cls, enum MHD_ValueKind kind, const char *key,
+                                const char *value)
+{
+    struct text_walk *w = cls;
+    char what[96];
+    snprintf(what, sizeof(what), "%s %.60s", w->kind, key ? key : "");
+    if (key && edge_check_text(w->kind, key, strlen(key), w->v) != 0)
+        return MHD_NO;
+    if (value && edge_check_text(what, value, strlen(value), w->v) != 0)
+        return MHD_NO;
+    return MHD_YES;
+}
+
+/* Apply edge.h's rules to a complete request; 0 when it may go to a route,
+ * else resp holds the JSON error. Invalid UTF-8 would otherwise reach a
+ * detail message (jansson refuses it: a 500) or MySQL (a utf8mb4 error). */
+static int edge_reject(const struct req_state *st, struct http_resp *resp)
+{
+    struct edge_verdict v = {0};
+    const struct http_req *rq = &st->req;
+    struct text_walk hw = {&v, "header"}, qw = {&v, "query"};
+    const char *ct = MHD_lookup_connection_value(rq->conn, MHD_HEADER_KIND, "Content-Type");
+    if (edge_check_text("path", rq->path, strlen(rq->path), &v) == 0)
+        MHD_get_connection_values(rq->conn, MHD_GET_ARGUMENT_KIND, check_kv, &qw);
+    if (v.status == 0)
+        MHD_get_connection_values(rq->conn, MHD_HEADER_KIND, check_kv, &hw);
+    if (v.status == 0)
+        edge_check_body(rq->method, ct, rq->body_too_large ? NULL : rq->body,
+                        rq->body_too_large ? 0 : rq->body_len, &v);
+    if (v.status == 0 && rq->body_too_large)
+        http_error(resp, 413, "body_too_large", "request body exceeds %d bytes",
+                   HTTP_MAX_BODY);
+    else if (v.status != 0)
+        http_error(resp, v.status, v.code, "%s", v.detail);
+    return resp->text ? -1 : 0;
+}
+
+/* ---- worker pools ---- */
+
+static void run_handler(struct http_server *s, struct req_state *st)
+{
+    st->resp.status = 500;
+    s->fn(s->app, &st->req, &st->resp);
+    if (!st->resp.text)
+        http_error(&st->resp, 500, "internal", "handler produced no response");
+}
+
+static void *pool_main(void *arg)
+{
+    struct http_pool *p = arg;
+    for (;;) {
+        pthread_mutex_lock(&p->mu);
+        while (!p->head && !p->stopping)
+            pthread_cond_wait(&p->cv, &p->mu);
+        struct req_state *st = p->head;
+        if (st) {
+            p->head = st->next;
+            if (!p->head)
+                p->tail = NULL;
+        }
+        pthread_mutex_unlock(&p->mu);
+        if (!st)
+            return NULL;   /* stopping and drained */
+        run_handler(p->srv, st);
+        pthread_mutex_lock(&p->mu);
+        st->done = 1;
+        pthread_mutex_unlock(&p->mu);
+        /* MHD calls on_request again, which sends st->resp; st belongs to
+         * MHD's thread from here on. */
+        MHD_resume_connection(st->req.conn);
+    }
+}
+
+/* Suspend the connection and queue it for a worker. Returns -1 (nothing
+ * suspended) once the pool is stopping. */
+static int pool_submit(struct http_pool *p, struct req_state *st)
+{
+    pthread_mutex_lock(&p->mu);
+    if (p->stopping) {
+        pthread_mutex_unlock(&p->mu);
+        return -1;
+    }
+    /* Under mu, so no worker can resume it before it is suspended. */
+    MHD_suspend_connection(st->req.conn);
+    st->next = NULL;
+    if (p->tail)
+        p->tail->next = st;
+    else
+        p->head = st;
+    p->tail = st;
+    pthread_cond_signal(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+    return 0;
+}
+
+static int req_done(struct http_pool *p, struct req_state *st)
+{
+    pthread_mutex_lock(&p->mu);
+    int d = st->done;
+    pthread_mutex_unlock(&p->mu);
+    return d;
+}
+
+/* Drain and join; the queue stays usable (submit answers -1) until
+ * pool_free, because MHD's threads may still call in until MHD stops. */
+static void pool_stop(struct http_pool *p)
+{
+    if (!p->srv)
+        return;
+    pthread_mutex_lock(&p->mu);
+    p->stopping = 1;
+    pthread_cond_broadcast(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+    for (long i = 0; i < p->nthreads; i++)
+        pthread_join(p->tids[i], NULL);
+    p->nthreads = 0;
+}
+
+static void pool_free(struct http_pool *p)
+{
+    if (!p->srv)
+        return;
+    free(p->tids);
+    pthread_cond_destroy(&p->cv);
+    pthread_mutex_destroy(&p->mu);
+    p->srv = NULL;
+}
+
+static int pool_start(struct http_pool *p, struct http_server *s, long n)
+{
+    p->tids = calloc((size_t)n, sizeof(*p->tids));
+    if (!p->tids)
+        return -1;
+    p->srv = s;
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->cv, NULL);
+    for (p->nthreads = 0; p->nthreads < n; p->nthreads++)
+        if (pthread_create(&p->tids[p->nthreads], NULL, pool_main, p) != 0)
+            return -1;   /* the caller stops and frees the started ones */
+    return 0;
+}
+
+static struct http_pool *pool_for(struct http_server *s, const char *path)
+{
+    for (int i = 0; s->control[i]; i++)
+        if (strcmp(s->control[i], path) == 0)
+            return &s->ctl;
+    return &s->work;
+}
+
+/* MHD calls this several times per request: headers, body chunks, the end,
+ * and once more after a worker resumed the connection. We answer only after
+ * the first call: queueing on the first callback makes MHD 0.9.75 close the
  * connection every time (no keep-alive, ~5x slower). */
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
                                   const char *url, const char *method,
@@ -143,18 +325,22 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
         *upload_data_size = 0;
         return MHD_YES;
     }
+    struct http_pool *pool = pool_for(s, st->req.path);
+    if (st->dispatched) {   /* a worker resumed us: its answer is ready */
+        if (!req_done(pool, st))
+            return MHD_YES;
+        return send_resp(conn, &st->resp);
+    }
     st->req.body = st->buf;
-    struct http_resp resp = {.status = 500};
-    if (st->req.body_too_large)
-        http_error(&resp, 413, "body_too_large", "request body exceeds %d bytes",
-                   HTTP_MAX_BODY);
-    else
-        s->fn(s->app, &st->req, &resp);
-    if (!resp.text)
-        http_error(&resp, 500, "internal", "handler produced no response");
-    enum MHD_Result ret = send_resp(conn, &resp);
-    free(resp.text);
-    return ret;
+    if (edge_reject(st, &st->resp) == 0) {
+        st->dispatched = 1;
+        if (pool_submit(pool, st) == 0)
+            return MHD_YES;
+        st->dispatched = 0;
+        snprintf(st->resp.retry_after, sizeof(st->resp.retry_after), "1");
+        http_error(&st->resp, 503, "backend_unavailable", "the service is stopping");
+    }
+    return send_resp(conn, &st->resp);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
@@ -162,6 +348,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 {
     struct req_state *st = *con_cls;
     if (st) {
+        free(st->resp.text);
         free(st->buf);
         free(st);
     }
@@ -169,7 +356,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 }
 
 struct http_server *http_start(const char *bind_addr, long port, long threads,
-                               http_handler_fn fn, void *app,
+                               const char *const *control, http_handler_fn fn, void *app,
                                char *err, size_t errlen)
 {
     struct sockaddr_in sa;
@@ -187,11 +374,21 @@ struct http_server *http_start(const char *bind_addr, long port, long threads,
     }
     s->fn = fn;
     s->app = app;
+    for (int i = 0; control && control[i] && i < HTTP_MAX_CONTROL; i++)
+        s->control[i] = control[i];
+    if (pool_start(&s->work, s, threads) != 0 ||
+        pool_start(&s->ctl, s, HTTP_CONTROL_THREADS) != 0) {
+        snprintf(err, errlen, "cannot start %ld worker threads", threads);
+        goto err;
+    }
+    /* MHD's threads only read, parse and write; handlers run on the pools
+     * above (suspend/resume), so a slow handler never holds up /healthz. */
     s->d = MHD_start_daemon(
-        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG,
+        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG |
+            MHD_ALLOW_SUSPEND_RESUME,
         (uint16_t)port, NULL, NULL, on_request, s,
         MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
-        MHD_OPTION_THREAD_POOL_SIZE, (unsigned int)threads,
+        MHD_OPTION_THREAD_POOL_SIZE, (unsigned int)HTTP_IO_THREADS,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)60,
         MHD_OPTION_CONNECTION_LIMIT, (unsigned int)4096,
@@ -199,16 +396,29 @@ struct http_server *http_start(const char *bind_addr, long port, long threads,
         MHD_OPTION_END);
     if (!s->d) {
         snprintf(err, errlen, "cannot listen on %s:%ld (port taken?)", bind_addr, port);
-        free(s);
-        return NULL;
+        goto err;
     }
     return s;
+err:
+    pool_stop(&s->work);
+    pool_stop(&s->ctl);
+    pool_free(&s->work);
+    pool_free(&s->ctl);
+    free(s);
+    return NULL;
 }
 
 void http_stop(struct http_server *s)
 {
     if (!s)
         return;
+    /* Workers first: what they hold finishes and is resumed; requests that
+     * arrive meanwhile get 503 on MHD's thread. Then no connection is left
+     * suspended when MHD stops. */
+    pool_stop(&s->work);
+    pool_stop(&s->ctl);
     MHD_stop_daemon(s->d);
+    pool_free(&s->work);
+    pool_free(&s->ctl);
     free(s);
 }

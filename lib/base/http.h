@@ -1,6 +1,9 @@
-/* Thin HTTP server over libmicrohttpd: collects the body (bounded), hands a
- * finished request to one handler, sends JSON or text back. The handler runs
- * on an MHD pool thread and may block (database, hold_ms). */
+/* Thin HTTP server over libmicrohttpd: collects the body (bounded), applies
+ * the edge rules (lib/base/edge.h: UTF-8, Content-Type), hands a finished
+ * request to one handler, sends JSON or text back. MHD's own threads only
+ * do I/O: the handler runs on a worker thread of ours and may block
+ * (database, hold_ms); "control" paths (/healthz, /metrics) have their own
+ * small pool so they answer while every worker is busy. */
 #ifndef LAB_HTTP_H
 #define LAB_HTTP_H
 
@@ -33,12 +36,18 @@ typedef void (*http_handler_fn)(void *app, const struct http_req *req,
 
 struct http_server;
 
-/* Start listening on bind:port with `threads` pool threads. Returns NULL and
- * fills err on failure (port taken, bad address). */
+#define HTTP_IO_THREADS 2        /* MHD threads: sockets and parsing only */
+#define HTTP_CONTROL_THREADS 2   /* the control paths' own workers */
+
+/* Start listening on bind:port with `threads` worker threads for the
+ * handler (plus HTTP_CONTROL_THREADS for the paths in `control`, a
+ * NULL-terminated list that may be NULL). Returns NULL and fills err on
+ * failure (port taken, bad address, no threads). */
 struct http_server *http_start(const char *bind_addr, long port, long threads,
-                               http_handler_fn fn, void *app,
+                               const char *const *control, http_handler_fn fn, void *app,
                                char *err, size_t errlen);
-/* Stop serving and join threads; accepts NULL. */
+/* Stop serving: requests already handed to a worker finish, later ones get
+ * 503; joins every thread; accepts NULL. */
 void http_stop(struct http_server *s);
 
 /* Query-string and header lookups; NULL when absent. */

@@ -1,6 +1,7 @@
 /* Routes shared by the inventory and order services. */
 #include "service.h"
 
+#include "edge.h"
 #include "metrics.h"
 
 #include <pthread.h>
@@ -31,6 +32,23 @@ int service_mysql_health(const struct db_conf *conf, struct http_resp *resp)
     return -1;
 }
 
+int service_admin_check(const char *token, const struct http_req *req,
+                        struct http_resp *resp)
+{
+    switch (edge_bearer_check(http_header(req, "Authorization"), token)) {
+    case EDGE_AUTH_OK:
+        return 0;
+    case EDGE_AUTH_MISSING:
+        http_error(resp, 401, "unauthorized",
+                   "%s %s needs Authorization: Bearer <admin token>", req->method, req->path);
+        return -1;
+    default:
+        http_error(resp, 403, "forbidden", "wrong admin token for %s %s", req->method,
+                   req->path);
+        return -1;
+    }
+}
+
 int service_run(const char *name, const char *bind, long port, long threads,
                 http_handler_fn fn, void *app, const char *banner)
 {
@@ -41,8 +59,12 @@ int service_run(const char *name, const char *bind, long port, long threads,
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);   /* workers inherit the mask */
     signal(SIGPIPE, SIG_IGN);
 
+    /* Cheap routes on their own threads: an operator or an orchestrator
+     * must see the service answer while every worker holds a sale. */
+    static const char *const control[] = {"/healthz", "/metrics", NULL};
     char err[256];
-    struct http_server *srv = http_start(bind, port, threads, fn, app, err, sizeof(err));
+    struct http_server *srv =
+        http_start(bind, port, threads, control, fn, app, err, sizeof(err));
     if (!srv) {
         fprintf(stderr, "%s: %s\n", name, err);
         return 1;

@@ -13,6 +13,13 @@ void service_metrics(const struct http_req *req, struct http_resp *resp);
  * answers 503 backend_unavailable naming MySQL and returns -1. */
 int service_mysql_health(const struct db_conf *conf, struct http_resp *resp);
 
+/* The admin routes' gate: with a non-empty `token`, the request must carry
+ * "Authorization: Bearer <token>". Returns 0 when it may go on; else answers
+ * 401 unauthorized (no bearer token) or 403 forbidden (another one) and
+ * returns -1. */
+int service_admin_check(const char *token, const struct http_req *req,
+                        struct http_resp *resp);
+
 /* Block SIGINT/SIGTERM (every thread inherits the mask), ignore SIGPIPE,
  * listen on bind:port with `threads` workers, print "<name> <banner>" and
  * serve until a signal arrives, then stop. Returns 0, or 1 when the port

@@ -16,6 +16,7 @@ struct inv_conf {
     long max_retries;
     long lock_wait_ms;
     long lock_ttl_ms;
+    char admin_token[128];   /* "" = reseed and release are open (loopback) */
 };
 
 extern const struct cfg_opt inv_options[];

@@ -210,6 +210,10 @@ static void handle_release(const struct inv_conf *c, const struct http_req *req,
                            struct http_resp *resp)
 {
     char order_id[STOCK_ID_MAX + 1], err[256];
+    /* Giving units back is an admin act: a stranger could release someone
+     * else's order and keep the goods. */
+    if (service_admin_check(c->admin_token, req, resp) != 0)
+        return;
     if (req_parse_release(req->body, req->body_len, order_id, sizeof(order_id), err,
                           sizeof(err)) != 0) {
         http_error(resp, 400, "bad_request", "%s", err);
@@ -247,6 +251,9 @@ static void handle_seed(const struct inv_conf *c, const struct http_req *req,
     long long stock;
     int segments;
     char err[256];
+    /* A reseed wipes the SKU's ledger, the audit's evidence. */
+    if (service_admin_check(c->admin_token, req, resp) != 0)
+        return;
     if (req_parse_seed(req->body, req->body_len, &stock, &segments, err, sizeof(err)) != 0) {
         http_error(resp, 400, "bad_request", "%s", err);
         return;

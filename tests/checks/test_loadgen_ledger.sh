@@ -25,7 +25,7 @@ for u in "${urls[@]}"; do targets+=(-u "$u/inventory/deduct"); done
 for guard in conditional-update none; do
     sku="CHK-LG-$guard-$$"
     stock=300
-    curl -fsS -m 10 -X PUT "$first/inventory/$sku" -d "{\"stock\":$stock}" >/dev/null \
+    curl -fsS -m 10 -X PUT -H "Content-Type: application/json" "$first/inventory/$sku" -d "{\"stock\":$stock}" >/dev/null \
         || fail "seeding $sku"
     body="{\"sku\":\"$sku\",\"order_id\":\"chk-lg-$$-$guard-{seq}\",\"guard\":\"$guard\",\"hold_ms\":1}"
     timeout 120 "$LOADGEN" -t 2 -c 16 -n 500 --progress off --json "$tmp/lg.json" \

@@ -1,13 +1,21 @@
 /* Integration test helpers (see itest.h). */
 #include "itest.h"
 
+#include <arpa/inet.h>
 #include <curl/curl.h>
+#include <fcntl.h>
+#include <netinet/in.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 struct it_env it;
 
@@ -220,4 +228,183 @@ long long it_sql_value(const char *sql)
         v = -1;
     pclose(p);
     return v;
+}
+
+long it_request(const char *method, const char *url, const char *const *headers,
+                const char *body, size_t body_len, struct it_resp *r)
+{
+    memset(r, 0, sizeof(*r));
+    CURL *h = curl_easy_init();
+    if (!h)
+        return 0;
+    struct curl_slist *hd = NULL;
+    for (size_t i = 0; headers && headers[i]; i++)
+        hd = curl_slist_append(hd, headers[i]);
+    struct sink k = {r->body, sizeof(r->body), 0};
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hd);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, 30000L);
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, 2000L);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &k);
+    if (body) {
+        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)body_len);
+        curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+    }
+    if (curl_easy_perform(h) == CURLE_OK)
+        curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &r->status);
+    curl_slist_free_all(hd);
+    curl_easy_cleanup(h);
+    r->json = r->body[0] ? json_loads(r->body, 0, NULL) : NULL;
+    return r->status;
+}
+
+long it_raw(const char *base_url, const char *req, size_t len, char *out, size_t outlen)
+{
+    char host[64] = "";
+    long port = 0;
+    out[0] = '\0';
+    if (sscanf(base_url, "http://%63[^:]:%ld", host, &port) != 2)
+        return 0;
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0)
+        return 0;
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    struct timeval tv = {5, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+    size_t got = 0;
+    if (inet_pton(AF_INET, host, &sa.sin_addr) == 1 &&
+        connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
+        size_t sent = 0;
+        while (sent < len) {
+            ssize_t w = send(fd, req + sent, len - sent, MSG_NOSIGNAL);
+            if (w <= 0)
+                break;
+            sent += (size_t)w;
+        }
+        while (got + 1 < outlen) {
+            ssize_t n = recv(fd, out + got, outlen - 1 - got, 0);
+            if (n <= 0)
+                break;
+            got += (size_t)n;
+        }
+    }
+    close(fd);
+    out[got] = '\0';
+    long status = 0;
+    if (sscanf(out, "HTTP/1.%*d %ld", &status) != 1)
+        status = 0;
+    return status;
+}
+
+int it_stack_env(const char *key, char *out, size_t outlen)
+{
+    char path[700], line[1024];
+    snprintf(path, sizeof(path), "%s/stack.env", it.stack_dir);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    size_t kl = strlen(key);
+    int rc = -1;
+    /* Lines hold one or more KEY=VALUE words. */
+    while (rc != 0 && fgets(line, sizeof(line), f)) {
+        for (char *w = strtok(line, " \n"); w; w = strtok(NULL, " \n"))
+            if (strncmp(w, key, kl) == 0 && w[kl] == '=') {
+                snprintf(out, outlen, "%s", w + kl + 1);
+                rc = 0;
+                break;
+            }
+    }
+    fclose(f);
+    return rc;
+}
+
+long long it_sql_value_as(const char *user, const char *password, const char *sql)
+{
+    char cmd[2048];
+    snprintf(cmd, sizeof(cmd),
+             "MYSQL_PWD='%s' mariadb --no-defaults -h127.0.0.1 -P%ld -u'%s' -N -B -e \"%s\" "
+             "2>/dev/null",
+             password, it.mysql_port, user, sql);
+    FILE *p = popen(cmd, "r");
+    if (!p)
+        return -1;
+    long long v = -1;
+    if (fscanf(p, "%lld", &v) != 1)
+        v = -1;
+    if (pclose(p) != 0)
+        v = -1;
+    return v;
+}
+
+int it_start_inventory(const char *name, long port, const char *const *env,
+                       const char *const *args)
+{
+    char bin[600], user[64], pw[128], log[700], ports[128], nodes[256] = "", sport[16];
+    char myport[16], rport[16];
+    if (it_stack_env("BIN", bin, sizeof(bin)) || it_stack_env("APP_DB_USER", user, sizeof(user)) ||
+        it_stack_env("APP_DB_PASSWORD", pw, sizeof(pw)))
+        return -1;
+    snprintf(log, sizeof(log), "%s/logs/%s.log", it.stack_dir, name);
+    snprintf(ports, sizeof(ports), "%s", getenv("LAB_REDLOCK_PORTS") ? getenv("LAB_REDLOCK_PORTS") : "");
+    for (char *p = strtok(ports, ","); p; p = strtok(NULL, ","))
+        snprintf(nodes + strlen(nodes), sizeof(nodes) - strlen(nodes), "%s127.0.0.1:%s",
+                 nodes[0] ? "," : "", p);
+    snprintf(sport, sizeof(sport), "%ld", port);
+    snprintf(myport, sizeof(myport), "%ld", it.mysql_port);
+    snprintf(rport, sizeof(rport), "%ld", it.redis_port);
+    char exe[640];
+    snprintf(exe, sizeof(exe), "%s/inventory", bin);
+    const char *argv[32] = {exe, "--port", sport, "--instance", name, "--mysql-port", myport,
+                            "--redis-port", rport};
+    int ac = 9;
+    if (nodes[0]) {
+        argv[ac++] = "--redlock-nodes";
+        argv[ac++] = nodes;
+    }
+    for (size_t i = 0; args && args[i] && ac < 31; i++)
+        argv[ac++] = args[i];
+    argv[ac] = NULL;
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+        if (fd >= 0) {
+            dup2(fd, 1);
+            dup2(fd, 2);
+            close(fd);
+        }
+        setenv("MYSQL_USER", user, 1);
+        setenv("MYSQL_PASSWORD", pw, 1);
+        for (size_t i = 0; env && env[i]; i++)
+            putenv((char *)env[i]);
+        execv(exe, (char *const *)argv);
+        _exit(127);
+    }
+    char url[128];
+    snprintf(url, sizeof(url), "http://127.0.0.1:%ld/healthz", port);
+    if (it_wait_status(url, 200, 30000) != 0) {
+        it_stop_pid(pid);
+        return -1;
+    }
+    return pid;
+}
+
+void it_stop_pid(int pid)
+{
+    if (pid <= 0)
+        return;
+    kill(pid, SIGTERM);
+    struct timespec nap = {0, 50 * 1000000L};
+    for (int i = 0; i < 200; i++) {
+        if (waitpid(pid, NULL, WNOHANG) == pid)
+            return;
+        nanosleep(&nap, NULL);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
 }

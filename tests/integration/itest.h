@@ -63,4 +63,33 @@ int it_sql(const char *sql);
 /* Integer result of a one-value SQL query, or -1. */
 long long it_sql_value(const char *sql);
 
+/* One request with exactly the given headers (NULL-terminated "Name: value"
+ * list, NULL for none; "Content-Type:" with nothing after it removes curl's
+ * default) and a body of body_len bytes (may hold any byte). */
+long it_request(const char *method, const char *url, const char *const *headers,
+                const char *body, size_t body_len, struct it_resp *r);
+
+/* Send `len` raw bytes to the host:port of base_url ("http://h:p") and read
+ * the answer until the server closes or 5 s pass. Returns the status of the
+ * HTTP status line, 0 when none came; out holds what came (NUL-terminated). */
+long it_raw(const char *base_url, const char *req, size_t len, char *out, size_t outlen);
+
+/* A value from the stack's DIR/stack.env ("APP_DB_PASSWORD", "BIN", ...);
+ * 0 when found. */
+int it_stack_env(const char *key, char *out, size_t outlen);
+
+/* Integer result of a one-value SQL query as user/password, or -1 (also
+ * when the statement fails: a refused privilege is -1). */
+long long it_sql_value_as(const char *user, const char *password, const char *sql);
+
+/* Start one more inventory instance on `port` against the stack's MariaDB
+ * and Redis, as the stack's service account, with extra "K=V" environment
+ * entries (NULL-terminated list, may be NULL) and extra flags (same). Waits
+ * up to 30 s for /healthz; returns its pid, or -1 (it is stopped then).
+ * Log: LAB_STACK_DIR/logs/<name>.log. */
+int it_start_inventory(const char *name, long port, const char *const *env,
+                       const char *const *args);
+/* SIGTERM, wait up to 10 s, then SIGKILL; accepts pid <= 0. */
+void it_stop_pid(int pid);
+
 #endif

@@ -1,0 +1,28 @@
+-- The services' own MySQL account: rows in and out of the lab's two schemas,
+-- nothing else (no DROP, no ALTER, no GRANT, no FILE, no other schema).
+-- Root stays for schema setup (the files before this one). Safe to apply
+-- twice.
+--
+-- Password: the session variable @lab_app_password when the applier sets it
+-- (deploy/local/stack generates one per stack folder and runs
+-- `SET @lab_app_password=...` before each file); when unset, an account that
+-- already exists keeps its password (docker compose: the mysql image creates
+-- the account first from MYSQL_USER/MYSQL_PASSWORD), and a new one gets
+-- 'lab_app' -- a development default, change it anywhere reachable.
+SET @lab_pw = COALESCE(@lab_app_password, 'lab_app');
+SET @lab_sql = CONCAT('CREATE USER IF NOT EXISTS ''lab_app''@''%'' IDENTIFIED BY ',
+                      QUOTE(@lab_pw));
+PREPARE lab_stmt FROM @lab_sql;
+EXECUTE lab_stmt;
+DEALLOCATE PREPARE lab_stmt;
+
+-- A re-applied file with a new password (a new stack folder over an old
+-- data directory) moves the account to it; without one, nothing changes.
+SET @lab_sql = IF(@lab_app_password IS NULL, 'DO 0',
+                  CONCAT('ALTER USER ''lab_app''@''%'' IDENTIFIED BY ', QUOTE(@lab_pw)));
+PREPARE lab_stmt FROM @lab_sql;
+EXECUTE lab_stmt;
+DEALLOCATE PREPARE lab_stmt;
+
+GRANT SELECT, INSERT, UPDATE, DELETE ON db_shopping.* TO 'lab_app'@'%';
+GRANT SELECT, INSERT, UPDATE, DELETE ON db_order.* TO 'lab_app'@'%';

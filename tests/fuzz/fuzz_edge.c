@@ -1,0 +1,122 @@
+/* libFuzzer target for the HTTP edge and request parsing, without a socket:
+ * the same checks http.c applies (lib/base/edge.h), then the parsers a route
+ * runs on what passed (lib/stock/request.h), then the error body the client
+ * would get (http_error). Properties, not just "no crash":
+ *   - edge_utf8_valid agrees with jansson's own UTF-8 check;
+ *   - whatever is refused is a 400/401/403/415 whose body encodes (never the
+ *     500 "cannot encode response" a non-UTF-8 detail used to cause);
+ *   - the bearer check accepts exactly "Bearer <token>".
+ * Input: fields separated by NUL bytes: method, path, header value,
+ * content type, authorization, token, body (missing fields are empty). */
+#include "base/edge.h"
+#include "base/http.h"
+#include "stock/request.h"
+
+#include <jansson.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#define NFIELDS 7
+
+static void must(int cond, const char *what)
+{
+    if (!cond) {
+        fprintf(stderr, "fuzz_edge: property violated: %s\n", what);
+        abort();
+    }
+}
+
+/* The client's view of a refusal: an error body that encodes. */
+static void answer(int status, const char *code, const char *detail)
+{
+    struct http_resp r = {0};
+    http_error(&r, status, code, "%s", detail);
+    must(r.status == status, "error body failed to encode (would be a 500)");
+    must(r.text != NULL, "error body missing");
+    json_t *j = json_loads(r.text, 0, NULL);
+    must(j != NULL, "error body is not JSON");
+    json_decref(j);
+    free(r.text);
+}
+
+static void parsers(const char *path, const char *body, size_t blen)
+{
+    char err[256], guard[32], id[STOCK_ID_MAX + 1];
+    struct req_defaults d = {3000, 30000};
+    struct deduct_req dr;
+    long long stock;
+    int segments;
+    if (req_check_id("sku", path, err, sizeof(err)) != 0)
+        answer(400, "bad_request", err);
+    if (req_parse_deduct(body, blen, &d, &dr, guard, sizeof(guard), err, sizeof(err)) != 0)
+        answer(400, "bad_request", err);
+    else
+        must(req_check_id("sku", dr.sku, err, sizeof(err)) == 0, "accepted a bad sku");
+    if (req_parse_seed(body, blen, &stock, &segments, err, sizeof(err)) != 0)
+        answer(400, "bad_request", err);
+    else
+        must(stock >= 0 && stock <= REQ_STOCK_MAX && segments >= 1 &&
+                 segments <= REQ_SEGMENTS_MAX, "seed out of bounds");
+    if (req_parse_release(body, blen, id, sizeof(id), err, sizeof(err)) != 0)
+        answer(400, "bad_request", err);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    /* Copy so every field is NUL-terminated (C strings, as MHD gives them);
+     * the body keeps its length and may hold anything after its NUL split. */
+    char *buf = malloc(size + 1);
+    if (!buf)
+        return 0;
+    memcpy(buf, data, size);
+    buf[size] = '\0';
+    const char *f[NFIELDS];
+    size_t flen[NFIELDS];
+    size_t at = 0;
+    for (int i = 0; i < NFIELDS; i++) {
+        f[i] = buf + (at < size ? at : size);
+        size_t n = at < size ? strnlen(f[i], size - at) : 0;
+        if (i == NFIELDS - 1)
+            n = at < size ? size - at : 0;   /* the body: the rest */
+        flen[i] = n;
+        at += n + 1;
+    }
+    const char *method = f[0], *path = f[1], *hval = f[2], *ctype = f[3], *authz = f[4],
+               *token = f[5], *body = f[6];
+    size_t blen = flen[6];
+
+    /* UTF-8 oracle: jansson refuses exactly the strings we refuse. */
+    for (int i = 0; i < NFIELDS; i++) {
+        json_t *s = json_stringn(f[i], flen[i]);
+        must((s != NULL) == (edge_utf8_valid(f[i], flen[i]) != 0), "UTF-8 disagrees with jansson");
+        json_decref(s);
+    }
+
+    /* The edge, in http.c's order. */
+    struct edge_verdict v = {0};
+    int st = edge_check_text("path", path, flen[1], &v);
+    if (!st)
+        st = edge_check_text("header X-Fuzz", hval, flen[2], &v);
+    if (!st)
+        st = edge_check_body(method, ctype, body, blen, &v);
+    must(st == 0 || st == 400 || st == 415, "edge status");
+    must(st != 415 || (edge_method_has_body(method) && !edge_is_json_type(ctype)),
+         "415 without cause");
+    if (st)
+        answer(st, v.code, v.detail);
+    else
+        parsers(path, body, blen);
+
+    /* Bearer: exactly "Bearer " + token, scheme case-insensitive. */
+    int a = edge_bearer_check(authz, token);
+    int expect_ok = !*token || (strncasecmp(authz, "Bearer ", 7) == 0 &&
+                                strcmp(authz + 7, token) == 0);
+    must((a == EDGE_AUTH_OK) == expect_ok, "bearer check");
+    if (a != EDGE_AUTH_OK)
+        answer(a, a == EDGE_AUTH_MISSING ? "unauthorized" : "forbidden", "admin token");
+    free(buf);
+    return 0;
+}
