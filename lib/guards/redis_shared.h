@@ -11,12 +11,13 @@
 #include "base/rconn.h"
 #include "base/rlock.h"
 
-#define REDIS_SHARED_NOPTIONS 2
+#define REDIS_SHARED_NOPTIONS 3
 extern const struct cfg_opt redis_shared_options[REDIS_SHARED_NOPTIONS];
 /* The rows' storage: options_conf of every Redis guard. */
 struct redis_shared_conf {
     char host[128];
     long port;
+    long reload_wait_ms;       /* the reconcile horizon (redis_reconcile.h) */
 };
 extern struct redis_shared_conf redis_shared_conf;
 
