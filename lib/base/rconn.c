@@ -1,11 +1,13 @@
 /* Redis connections: connect with timeouts, per-endpoint idle pools, cached Lua scripts. */
 #include "rconn.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #define CONNECT_TIMEOUT_DEF 500
 #define CMD_TIMEOUT_DEF     1000
@@ -107,6 +109,21 @@ const char *rconn_pool_addr(const struct rconn_pool *p)
     return p ? p->addr : "";
 }
 
+int rconn_alive(const redisContext *ctx)
+{
+    char b;
+    ssize_t n;
+
+    if (!ctx || ctx->err || ctx->fd < 0)
+        return 0;
+    do
+        n = recv(ctx->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    while (n < 0 && errno == EINTR);
+    /* 0 is the server's FIN (a restart closed it), > 0 bytes nobody asked
+     * for: neither connection can carry our next command. */
+    return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+}
+
 redisContext *rconn_get(struct rconn_pool *p, char *errbuf, size_t errlen)
 {
     redisContext *ctx = NULL;
@@ -115,6 +132,15 @@ redisContext *rconn_get(struct rconn_pool *p, char *errbuf, size_t errlen)
     if (p->nidle > 0)
         ctx = p->idle[--p->nidle];
     pthread_mutex_unlock(&p->mu);
+    /* After a Redis restart every idle context is dead, and the first
+     * command on one would fail although Redis is back (a lock acquire then
+     * answers 503). The kernel already knows: check before handing it out,
+     * and drop the whole pool with it. */
+    if (ctx && !rconn_alive(ctx)) {
+        redisFree(ctx);
+        pool_flush(p);
+        ctx = NULL;
+    }
     if (ctx)
         return ctx;
     return rconn_connect(p->host, p->port, p->connect_timeout_ms, p->cmd_timeout_ms,

@@ -7,7 +7,8 @@
  * A hiredis context is not thread-safe: one is used by one thread at a
  * time, taken from the pool and given back. A context that saw an I/O error
  * is freed together with every idle one of its pool (after a Redis restart
- * they are all dead), so the next call reconnects. */
+ * they are all dead), so the next call reconnects; so is an idle one found
+ * closed by the server before it is handed out. */
 #ifndef LAB_RCONN_H
 #define LAB_RCONN_H
 
@@ -36,8 +37,14 @@ struct rconn_pool *rconn_pool_new(const char *host, int port, int connect_timeou
  * must be given back first. */
 void rconn_pool_free(struct rconn_pool *p);
 
-/* An idle context, or a new connection. NULL with a reason in errbuf when
- * Redis cannot be reached. */
+/* 1 when ctx may carry a command: no error, and its socket has neither
+ * the server's FIN (Redis restarted or closed it) nor unread bytes. One
+ * non-blocking peek, no round trip. */
+int rconn_alive(const redisContext *ctx);
+
+/* An idle context that is still alive (see rconn_alive; finding a dead one
+ * drops every idle context of the pool), or a new connection. NULL with a
+ * reason in errbuf when Redis cannot be reached. */
 redisContext *rconn_get(struct rconn_pool *p, char *errbuf, size_t errlen);
 /* Give a context back. One with ctx->err set is freed along with every idle
  * context of the pool. Accepts NULL. */

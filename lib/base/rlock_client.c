@@ -101,6 +101,10 @@ static void *wd_main(void *arg)
         pthread_mutex_unlock(&c->wd_mu);
 
         int rc = RLOCK_EUNAVAIL;
+        if (ctx && !rconn_alive(ctx)) {   /* Redis restarted since the last renewal */
+            redisFree(ctx);
+            ctx = NULL;
+        }
         if (!ctx)
             ctx = rconn_connect(c->host, c->port, c->connect_timeout_ms,
                                 c->cmd_timeout_ms, NULL, 0);

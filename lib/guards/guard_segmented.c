@@ -4,11 +4,14 @@
  * when every segment is empty. One deduction never spans segments: a qty
  * that no single segment holds is refused with a clear error (no
  * multi-lock, so no lock-ordering deadlock). MySQL stock and the ledger
- * follow every sale, so the audit stays exact. */
+ * follow every sale, so the audit stays exact. Segment writes and
+ * give-backs go only into the epoch they read; when Redis lost the
+ * segments, sales wait for a reconciliation (redis_reconcile.h). */
 #include "guard.h"
 
 #include "base/metrics.h"
 #include "base/util.h"
+#include "redis_reconcile.h"
 #include "redis_shared.h"
 #include "stock/keys.h"
 #include "stock/segments.h"
@@ -16,68 +19,57 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
-/* KEYS[1] the count key, KEYS[2..k+1] the segments; ARGV[i] segment i's
- * share (from seg_split, the one split the unit tests pin down). Writes
- * them all only if the count key is missing (first use after a Redis
- * restart), atomically, so two instances cannot both do it. */
-static struct rconn_script init_script = RCONN_SCRIPT(
-    "if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end "
-    "for i = 1, #ARGV do redis.call('SET', KEYS[i + 1], ARGV[i]) end "
-    "redis.call('SET', KEYS[1], #ARGV) "
-    "return 1");
-
-/* Write the split of `stock` over k segments; a reseed first deletes every
- * segment and segment lock the SKU may have had. */
-static int write_segments(const char *sku, long long stock, int k, int only_if_missing,
-                          struct deduct_res *res)
+static void rrec_keys(struct rrec *k, const char *sku)
 {
-    struct rconn_pool *pool = redis_shared_pool();
-    char keys[1 + 2 * SEG_MAX][KEYS_MAX];
-    const char *argv[2 + 2 * SEG_MAX];
-    redisReply *r;
-    if (!only_if_missing) {
-        keys_seg_count(keys[0], sku);
-        for (int i = 0; i < SEG_MAX; i++) {
-            keys_seg(keys[1 + i], sku, i);
-            keys_seg_lock(keys[1 + SEG_MAX + i], sku, i);
-        }
-        argv[0] = "DEL";
-        for (int i = 0; i < 1 + 2 * SEG_MAX; i++)
-            argv[1 + i] = keys[i];
-        r = rconn_cmd_argv(pool, res->detail, sizeof(res->detail), 2 + 2 * SEG_MAX, argv);
-        if (!r)
-            return -1;
-        freeReplyObject(r);
-    }
+    k->guard = "segmented";
+    keys_seg_count(k->state, sku);
+    keys_seg_epoch(k->epoch, sku);
+    keys_seg_reconcile(k->marker, sku);
+}
+
+/* The count key and the split of `stock` over k segments (seg_split, the
+ * one split the unit tests pin down). */
+static int fill_state(const char *sku, long long stock, int k, struct rrec_state *s,
+                      struct deduct_res *res)
+{
     long shares[SEG_MAX];
-    char nums[SEG_MAX][24];
+    if (k < SEG_MIN)
+        k = 10;   /* a SKU seeded before segment counts were recorded */
     if (seg_split((long)stock, k, shares) < 0) {
+        res->outcome = DEDUCT_INTERNAL;
         snprintf(res->detail, sizeof(res->detail), "cannot split %lld over %d segments",
                  stock, k);
         return -1;
     }
-    keys_seg_count(keys[0], sku);
-    argv[0] = keys[0];
+    keys_seg_count(s->keys[0], sku);
+    snprintf(s->vals[0], sizeof(s->vals[0]), "%d", k);
     for (int i = 0; i < k; i++) {
-        keys_seg(keys[1 + i], sku, i);
-        argv[1 + i] = keys[1 + i];
-        snprintf(nums[i], sizeof(nums[i]), "%ld", shares[i]);
-        argv[1 + k + i] = nums[i];
+        keys_seg(s->keys[1 + i], sku, i);
+        snprintf(s->vals[1 + i], sizeof(s->vals[1 + i]), "%ld", shares[i]);
     }
-    r = rconn_eval(pool, res->detail, sizeof(res->detail), &init_script, 1 + k, 1 + 2 * k,
-                   argv);
-    if (!r)
-        return -1;
-    freeReplyObject(r);
+    s->n = 1 + k;
     return 0;
 }
 
+/* A reseed replaces every segment and segment lock the SKU may have had,
+ * in the same script that writes the new split and epoch. */
 static int segmented_seed(const struct guard *self, const struct deduct_env *env,
                           const char *sku, long long stock, int segments,
                           struct deduct_res *res)
 {
-    return write_segments(sku, stock, segments, 0, res);
+    struct rrec k;
+    struct rrec_state s;
+    rrec_keys(&k, sku);
+    memset(&s, 0, sizeof(s));
+    if (fill_state(sku, stock, segments, &s, res) != 0)
+        return -1;
+    for (int i = 0; i < SEG_MAX; i++) {
+        keys_seg(s.del[s.ndel++], sku, i);
+        keys_seg_lock(s.del[s.ndel++], sku, i);
+    }
+    return rrec_seed(&k, &s, res->detail, sizeof(res->detail));
 }
 
 /* GET of one key as a number: 1 with *v (0 when absent), -1 with err. */
@@ -92,58 +84,68 @@ static int get_number(const char *key, long long *v, char *err, size_t errlen)
     return 1;
 }
 
-/* Number of segments of sku, loading them from MySQL if Redis lost them.
- * Returns k >= 1, 0 for an unknown SKU, -1 on failure (res filled). */
-static int segment_count(const struct deduct_env *env, const char *sku, struct deduct_res *res)
+/* Number of segments of sku; when Redis lost them, the reconciliation
+ * (503 until it has run). Returns k >= 1, or 0 with res filled. */
+static int segment_count(const struct deduct_env *env, const struct rrec *rk, const char *sku,
+                         struct deduct_res *res)
 {
-    char key[KEYS_MAX];
-    keys_seg_count(key, sku);
     for (int attempt = 0; attempt < 2; attempt++) {
         long long k;
-        if (get_number(key, &k, res->detail, sizeof(res->detail)) < 0) {
+        if (get_number(rk->state, &k, res->detail, sizeof(res->detail)) < 0) {
             res->outcome = DEDUCT_UNAVAILABLE;
-            return -1;
+            return 0;
         }
         if (k >= SEG_MIN && k <= SEG_MAX)
             return (int)k;
-        long long stock, version, initial;
-        int nseg;
-        int found = store_info(env->db, sku, &stock, &version, &initial, &nseg);
-        if (found <= 0) {
-            if (found < 0)
-                stock_db_failure(env->db, found, res);
-            return found;
-        }
-        if (write_segments(sku, stock, nseg >= SEG_MIN ? nseg : 10, 1, res) != 0) {
-            res->outcome = DEDUCT_UNAVAILABLE;
-            return -1;
-        }
+        if (attempt == 0 && rrec_recover(rk, env, sku, fill_state, res) == 0)
+            return 0;
     }
-    res->outcome = DEDUCT_INTERNAL;
-    snprintf(res->detail, sizeof(res->detail), "segment count for %s unreadable", sku);
-    return -1;
+    res->outcome = DEDUCT_UNAVAILABLE;
+    snprintf(res->detail, sizeof(res->detail),
+             "Redis lost the segmented stock of %.64s again; reconciling with MySQL", sku);
+    return 0;
 }
 
 enum seg_try { SEG_SOLD, SEG_SHORT, SEG_BUSY, SEG_FAILED };
 
-/* One segment command (GET / SET / INCRBY key [n]) on the shared pool. */
-static redisReply *seg_cmd(const char *cmd, const char *key, long n, char *err, size_t errlen)
+/* The count, epoch and units of segment `key` in one round trip: 1 with
+ * *units and epoch, 0 the state is gone (Redis lost it), -1 with err. */
+static int read_segment(const struct rrec *rk, const char *key, long *units,
+                        char epoch[RREC_EPOCH_MAX], char *err, size_t errlen)
 {
-    char num[24];
-    snprintf(num, sizeof(num), "%ld", n);
-    const char *argv[3] = {cmd, key, num};
-    return rconn_cmd_argv(redis_shared_pool(), err, errlen, n < 0 ? 2 : 3, argv);
+    const char *argv[4] = {"MGET", rk->state, rk->epoch, key};
+    redisReply *r = rconn_cmd_argv(redis_shared_pool(), err, errlen, 4, argv);
+    if (!r)
+        return -1;
+    int rc = -1;
+    if (r->type == REDIS_REPLY_ARRAY && r->elements == 3) {
+        rc = r->element[0]->type == REDIS_REPLY_STRING;
+        rrec_epoch_copy(epoch, r->element[1]);
+        *units = r->element[2]->type == REDIS_REPLY_STRING ? atol(r->element[2]->str) : 0;
+    } else {
+        snprintf(err, errlen, "unexpected reply to MGET");
+    }
+    freeReplyObject(r);
+    return rc;
+}
+
+static void lost_while_held(const struct deduct_req *req, int i, struct deduct_res *res)
+{
+    res->outcome = DEDUCT_UNAVAILABLE;
+    snprintf(res->detail, sizeof(res->detail),
+             "Redis lost or replaced the segments of %.40s while segment %d was held; "
+             "nothing sold", req->sku, i);
 }
 
 /* Lock segment i (waiting at most wait_ms), check it, hold, write it, and
  * record the sale in MySQL. *units receives what the segment held. */
 static enum seg_try try_segment(const struct guard *self, const struct deduct_env *env,
-                                const struct deduct_req *req, int i, long wait_ms,
-                                long *units, struct deduct_res *res)
+                                const struct rrec *rk, const struct deduct_req *req, int i,
+                                long wait_ms, long *units, struct deduct_res *res)
 {
     struct rlock_opts o;
     redis_shared_lock_opts(env, req, &o);
-    char lock_key[KEYS_MAX], key[KEYS_MAX];
+    char lock_key[KEYS_MAX], key[KEYS_MAX], epoch[RREC_EPOCH_MAX];
     keys_seg_lock(lock_key, req->sku, i);
     keys_seg(key, req->sku, i);
     struct rlock *l = rlock_new(redis_shared_locks(), lock_key, &o);
@@ -163,31 +165,38 @@ static enum seg_try try_segment(const struct guard *self, const struct deduct_en
         return t;
     }
     enum seg_try result = SEG_FAILED;
-    redisReply *r = seg_cmd("GET", key, -1, res->detail, sizeof(res->detail));
-    if (!r) {
-        res->outcome = DEDUCT_UNAVAILABLE;
+    int st = read_segment(rk, key, units, epoch, res->detail, sizeof(res->detail));
+    if (st <= 0) {
+        if (st == 0)
+            lost_while_held(req, i, res);
+        else
+            res->outcome = DEDUCT_UNAVAILABLE;
         goto out;
     }
-    *units = r->type == REDIS_REPLY_STRING ? atol(r->str) : 0;
-    freeReplyObject(r);
     if (*units < req->qty) {
         result = SEG_SHORT;
         goto out;
     }
     util_sleep_ms(req->hold_ms);
-    /* The read-modify-write of the segment, protected by its lock only. */
-    r = seg_cmd("SET", key, *units - req->qty, res->detail, sizeof(res->detail));
-    if (!r) {
-        res->outcome = DEDUCT_UNAVAILABLE;
+    if (deduct_expired(req)) {   /* the caller gave up: decide nothing */
+        res->outcome = DEDUCT_DEADLINE;
+        snprintf(res->detail, sizeof(res->detail), "deadline passed after hold_ms; nothing sold");
         goto out;
     }
-    freeReplyObject(r);
+    /* The read-modify-write of the segment, protected by its lock, and
+     * only into the state it read: after a restart or a reseed the value
+     * computed from the old one means nothing. */
+    st = rrec_set_if_epoch(rk, key, epoch, *units - req->qty, res->detail, sizeof(res->detail));
+    if (st <= 0) {
+        if (st == 0)
+            lost_while_held(req, i, res);
+        else
+            res->outcome = DEDUCT_UNAVAILABLE;
+        goto out;
+    }
     if (stock_record_relative(self->name, env, req, res) == STOCK_NOT_COMMITTED) {
         char err[128];
-        r = seg_cmd("INCRBY", key, req->qty, err, sizeof(err));
-        if (r)
-            freeReplyObject(r);
-        else
+        if (rrec_give_back(rk, key, epoch, req->qty, err, sizeof(err)) < 0)
             fprintf(stderr, "segmented: could not give %ld back to %s segment %d: %s\n",
                     req->qty, req->sku, i, err);
         goto out;
@@ -202,19 +211,18 @@ out:
 static int segmented_deduct(const struct guard *self, const struct deduct_env *env,
                             const struct deduct_req *req, struct deduct_res *res)
 {
-    int k = segment_count(env, req->sku, res);
-    if (k <= 0) {
-        if (k == 0)
-            res->outcome = DEDUCT_UNKNOWN_SKU;
+    struct rrec rk;
+    rrec_keys(&rk, req->sku);
+    int k = segment_count(env, &rk, req->sku, res);
+    if (k <= 0)
         return 0;
-    }
     int busy[SEG_MAX], nbusy = 0, start = (int)util_rand_range(0, k - 1);
     long biggest = 0, total = 0;
     /* Pass 1: take whichever segment is free right now. */
     for (int step = 0; step < k; step++) {
         int i = seg_walk(start, step, k);
         long units = 0;
-        enum seg_try t = try_segment(self, env, req, i, 0, &units, res);
+        enum seg_try t = try_segment(self, env, &rk, req, i, 0, &units, res);
         if (t == SEG_SOLD || t == SEG_FAILED)
             return 0;
         if (t == SEG_BUSY)
@@ -231,7 +239,7 @@ static int segmented_deduct(const struct guard *self, const struct deduct_env *e
     for (int j = 0; j < nbusy; j++) {
         long left_ms = (long)((deadline - util_now()) * 1000.0);
         long units = 0;
-        enum seg_try t = try_segment(self, env, req, busy[j], left_ms > 0 ? left_ms : 0,
+        enum seg_try t = try_segment(self, env, &rk, req, busy[j], left_ms > 0 ? left_ms : 0,
                                      &units, res);
         if (t == SEG_SOLD || t == SEG_FAILED)
             return 0;
@@ -260,28 +268,44 @@ static int segmented_deduct(const struct guard *self, const struct deduct_env *e
 static int segmented_release(const struct guard *self, const struct deduct_env *env,
                              const char *sku, long qty, struct deduct_res *res)
 {
-    /* Returned units go to segment 0; any segment would do. */
-    char key[KEYS_MAX];
-    keys_seg(key, sku, 0);
-    redisReply *r = seg_cmd("INCRBY", key, qty, res->detail, sizeof(res->detail));
-    if (!r)
-        return -1;
-    freeReplyObject(r);
-    return 0;
+    /* Returned units go to segment 0; any segment would do. The others are
+     * named so that a release that must trigger a reconciliation drops the
+     * whole split. */
+    struct rrec rk;
+    char keys[SEG_MAX][KEYS_MAX];
+    const char *drop[SEG_MAX - 1];
+    rrec_keys(&rk, sku);
+    for (int i = 0; i < SEG_MAX; i++)
+        keys_seg(keys[i], sku, i);
+    for (int i = 1; i < SEG_MAX; i++)
+        drop[i - 1] = keys[i];
+    return rrec_release(&rk, keys[0], drop, SEG_MAX - 1, qty, res->detail,
+                        sizeof(res->detail)) < 0 ? -1 : 0;
 }
 
 static int segmented_describe(const struct guard *self, const char *sku,
                               struct guard_facts *out)
 {
+    struct rrec rk;
     char key[KEYS_MAX], err[128];
     long long k;
-    keys_seg_count(key, sku);
-    if (get_number(key, &k, err, sizeof(err)) < 0 || out->n >= GUARD_FACTS_MAX)
+    long left;
+    rrec_keys(&rk, sku);
+    int st = rrec_status(&rk, &left, err, sizeof(err));
+    if (st < 0 || out->n >= GUARD_FACTS_MAX)
         return -1;
     struct guard_fact *f = &out->fact[out->n++];
-    f->name = "segments";
-    f->is_list = 1;
+    f->is_list = st == 1;
     f->n = 0;
+    if (st == 0) {   /* being reconciled: when the segments will be back */
+        f->name = "segments_reconciling_ms";
+        f->n = 1;
+        f->values[0] = left;
+        return 0;
+    }
+    f->name = "segments";
+    if (get_number(rk.state, &k, err, sizeof(err)) < 0)
+        return -1;
     for (int i = 0; i < k && i < SEG_MAX && i < GUARD_FACT_VALUES; i++) {
         keys_seg(key, sku, i);
         if (get_number(key, &f->values[i], err, sizeof(err)) < 0)

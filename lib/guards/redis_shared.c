@@ -18,6 +18,11 @@ const struct cfg_opt redis_shared_options[REDIS_SHARED_NOPTIONS] = {
      "Redis host (locks, segments, counters)"},
     {"redis-port", "REDIS_PORT", CFG_INT, "6390", 1, 65535,
      offsetof(struct redis_shared_conf, port), 0, "Redis port"},
+    {"redis-reload-wait", "REDIS_RELOAD_WAIT_MS", CFG_MS, "12000", 0, 600000,
+     offsetof(struct redis_shared_conf, reload_wait_ms), 0,
+     "after Redis lost a SKU's stock, refuse redis-decr/segmented sales this long before "
+     "reloading it from MySQL; must exceed the longest time a sale decided in Redis takes to "
+     "reach MySQL (hold_ms <= 10 s, plus margin)"},
 };
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;

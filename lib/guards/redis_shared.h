@@ -11,12 +11,18 @@
 #include "base/rconn.h"
 #include "base/rlock.h"
 
-#define REDIS_SHARED_NOPTIONS 2
+/* A sale decided in Redis (redis-decr) must reach MySQL within hold_ms plus
+ * this, or give up; the default --redis-reload-wait (12 s) exceeds the
+ * longest hold_ms (10 s) plus it. */
+#define REDIS_DECIDED_WRITE_MARGIN_MS 1000
+
+#define REDIS_SHARED_NOPTIONS 3
 extern const struct cfg_opt redis_shared_options[REDIS_SHARED_NOPTIONS];
 /* The rows' storage: options_conf of every Redis guard. */
 struct redis_shared_conf {
     char host[128];
     long port;
+    long reload_wait_ms;       /* the reconcile horizon (redis_reconcile.h) */
 };
 extern struct redis_shared_conf redis_shared_conf;
 

@@ -18,6 +18,31 @@ static inline void keys_stock(char out[KEYS_MAX], const char *sku)
     snprintf(out, KEYS_MAX, "stock:{%s}", sku);
 }
 
+/* Redis-stock guards (redis-decr, segmented), each for its own state: the
+ * epoch (set by every seed and reload; a sale carries the epoch it was
+ * decided in, so its units are never given back into a newer state) and
+ * the reconcile marker ("<not-before ms>-<token>", present while Redis has
+ * lost the state and the guard waits for in-flight sales to reach MySQL). */
+static inline void keys_stock_epoch(char out[KEYS_MAX], const char *sku)
+{
+    snprintf(out, KEYS_MAX, "stock:{%s}:epoch", sku);
+}
+
+static inline void keys_stock_reconcile(char out[KEYS_MAX], const char *sku)
+{
+    snprintf(out, KEYS_MAX, "stock:{%s}:reconcile", sku);
+}
+
+static inline void keys_seg_epoch(char out[KEYS_MAX], const char *sku)
+{
+    snprintf(out, KEYS_MAX, "seg:{%s}:epoch", sku);
+}
+
+static inline void keys_seg_reconcile(char out[KEYS_MAX], const char *sku)
+{
+    snprintf(out, KEYS_MAX, "seg:{%s}:reconcile", sku);
+}
+
 /* redis-lock and redlock: the per-SKU lock. */
 static inline void keys_lock(char out[KEYS_MAX], const char *sku)
 {

@@ -231,13 +231,21 @@ static void test_redis_down_then_back(void **state)
     assert_int_equal(it_status("GET", h, NULL), 503);
     assert_int_equal(it_stack("start", "redis"), 0);
     assert_int_equal(it_wait_status(h, 200, 30000), 0);
-    /* Redis came back empty: the guards reload their keys from MySQL. */
+    /* Redis came back empty: redis-lock works at once; the Redis-stock
+     * guards reconcile (503 for the reload wait, REDIS_RELOAD_WAIT_MS in
+     * tests/run), then reload their keys from MySQL by themselves. */
     for (int i = 0; i < 3; i++) {
         char body[160];
         snprintf(body, sizeof(body), "{\"sku\":\"R-down\",\"guard\":\"%s\",\"order_id\":\"ru-%d\"}",
                  guards[i], i);
         struct it_resp r;
         long s = it_http("POST", u, body, &r);
+        for (int n = 0; i > 0 && s == 503 && strstr(r.body, "reconcil") && n < 150; n++) {
+            it_resp_free(&r);
+            struct timespec nap = {0, 200 * 1000000L};
+            nanosleep(&nap, NULL);
+            s = it_http("POST", u, body, &r);
+        }
         if (s != 200)
             fail_msg("%s after Redis returned: %ld %s", guards[i], s, r.body);
         it_resp_free(&r);
