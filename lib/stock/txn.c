@@ -62,6 +62,14 @@ static void txn_failed(const struct deduct_env *env, const struct deduct_req *re
 int stock_rmw(const char *guard_name, const struct deduct_env *env,
               const struct deduct_req *req, struct deduct_res *res)
 {
+    return stock_rmw_checked(guard_name, env, req, NULL, NULL, res);
+}
+
+int stock_rmw_checked(const char *guard_name, const struct deduct_env *env,
+                      const struct deduct_req *req,
+                      int (*may_write)(void *ctx, struct deduct_res *res), void *ctx,
+                      struct deduct_res *res)
+{
     long long stock, version;
     int rc = store_read(env->db, req->sku, 0, &stock, &version);
     if (rc < 0) {
@@ -78,6 +86,8 @@ int stock_rmw(const char *guard_name, const struct deduct_env *env,
         return 0;
     }
     util_sleep_ms(req->hold_ms);   /* the seeds' slow business call */
+    if (may_write && !may_write(ctx, res))
+        return 0;
     long long remaining = stock - req->qty;
     long long n;
     if ((n = db_begin(env->db)) < 0 ||
