@@ -3,7 +3,6 @@
 #include "guard.h"
 
 #include "base/metrics.h"
-#include "base/util.h"
 #include "stock/store.h"
 #include "stock/txn.h"
 
