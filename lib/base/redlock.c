@@ -2,6 +2,7 @@
 #include "redlock.h"
 
 #include "rconn.h"
+#include "renewer.h"
 #include "util.h"
 
 #include <errno.h>
@@ -16,7 +17,11 @@ struct redlock {
     struct redlock_stats own_stats;
     struct redlock_stats *stats;
     struct rconn_pool *nodes[REDLOCK_NODES_MAX];   /* one pool per node */
+    struct renewer *wd;        /* watchdog of watched leases */
 };
+
+static int wd_renew(void *owner, void **conn, const struct renewer_lease *l);
+static const struct renewer_ops wd_ops = { wd_renew, NULL };
 
 /* ---- pure arithmetic -------------------------------------------------- */
 
@@ -118,6 +123,12 @@ struct redlock *redlock_new(const struct redlock_config *cfg)
         util_default_instance(r->instance, sizeof r->instance);
     r->cfg.instance = NULL;   /* the caller's string need not outlive us */
     r->stats = cfg->stats ? cfg->stats : &r->own_stats;
+    /* A lost lease is counted once, by the unlock that finds it gone. */
+    r->wd = renewer_new(&wd_ops, r, &r->stats->renewals, NULL);
+    if (!r->wd) {
+        free(r);
+        return NULL;
+    }
     for (int i = 0; i < cfg->nnodes; i++) {
         r->nodes[i] = rconn_pool_new(cfg->nodes[i].host, cfg->nodes[i].port,
                                      r->cfg.connect_timeout_ms, r->cfg.cmd_timeout_ms);
@@ -133,6 +144,7 @@ void redlock_free(struct redlock *r)
 {
     if (!r)
         return;
+    renewer_free(r->wd);   /* first: its thread uses the node pools */
     for (int i = 0; i < r->cfg.nnodes; i++)
         rconn_pool_free(r->nodes[i]);
     free(r);
@@ -216,6 +228,7 @@ int redlock_lock(struct redlock *r, const char *key, long ttl_ms, long wait_ms,
     }
     q = redlock_quorum(r->cfg.nnodes);
     snprintf(lease->key, sizeof lease->key, "%s", key);
+    lease->ttl_ms = ttl_ms;
     util_make_token(lease->token, sizeof lease->token, r->instance);
     snprintf(ttl, sizeof ttl, "%ld", ttl_ms);
     deadline = util_now_ms() + (wait_ms > 0 ? wait_ms : 0);
@@ -283,6 +296,9 @@ int redlock_unlock(struct redlock *r, struct redlock_lease *lease)
             lease_err(lease, REDLOCK_EINVAL, "no lease");
         return REDLOCK_EINVAL;
     }
+    /* Stop renewing first, so no renewal round runs after the delete. */
+    renewer_remove(r->wd, lease->wd_id);
+    lease->wd_id = 0;
     deleted = unlock_all(r, lease->key, lease->token);
     lease->token[0] = '\0';
     if (deleted >= redlock_quorum(r->cfg.nnodes)) {
@@ -295,4 +311,66 @@ int redlock_unlock(struct redlock *r, struct redlock_lease *lease)
     lease_err(lease, REDLOCK_ELOST, "lock %s held on only %d of %d nodes at unlock",
               lease->key, deleted, r->cfg.nnodes);
     return REDLOCK_ELOST;
+}
+
+/* ---- watchdog and validity -------------------------------------------- */
+
+/* One renewal round on every node, from the renewal thread (over the node
+ * pools: the thread is one more pool user). 1 when a quorum extended the
+ * key, 0 when a majority answered "not ours" (the lease is gone for good),
+ * <0 when too few nodes answered to tell: tried again soon. */
+static int wd_renew(void *owner, void **conn, const struct renewer_lease *l)
+{
+    struct redlock *r = owner;
+    int extended = 0, gone = 0, q = redlock_quorum(r->cfg.nnodes);
+
+    for (int i = 0; i < r->cfg.nnodes; i++) {
+        redisContext *ctx = node_get(r, i);
+        if (!ctx)
+            continue;
+        int rc = rlock_raw_renew(ctx, l->key, l->token, l->ttl_ms, 0);
+        if (rc == 1)
+            extended++;
+        else if (rc == 0)
+            gone++;
+        node_put(r, i, ctx);
+    }
+    if (extended >= q)
+        return 1;
+    if (gone > r->cfg.nnodes - q)
+        return 0;
+    return REDLOCK_EUNAVAIL;
+}
+
+int redlock_watch(struct redlock *r, struct redlock_lease *lease)
+{
+    struct renewer_lease l;
+
+    if (!r || !lease || !lease->token[0] || lease->wd_id)
+        return -1;
+    memcpy(l.key, lease->key, sizeof l.key);
+    memcpy(l.token, lease->token, sizeof l.token);
+    l.ttl_ms = lease->ttl_ms;
+    l.flags = 0;
+    lease->wd_id = renewer_add(r->wd, &l);
+    return lease->wd_id ? 0 : -1;
+}
+
+long redlock_validity_left(struct redlock *r, const struct redlock_lease *lease)
+{
+    int64_t renewed = 0, until = lease->expires_ms;
+    long left = 0;
+
+    if (renewer_check(r->wd, lease->wd_id, &renewed) == 0) {
+        /* A quorum-extended round started at `renewed`: each of those
+         * nodes keeps the key until at least renewed + ttl. */
+        if (renewed > 0 && renewed + lease->ttl_ms - redlock_drift_ms(lease->ttl_ms) > until)
+            until = renewed + lease->ttl_ms - redlock_drift_ms(lease->ttl_ms);
+        left = (long)(until - util_now_ms());
+        if (left < 0)
+            left = 0;
+    }
+    if (left == 0)
+        atomic_fetch_add(&r->stats->expired, 1);
+    return left;
 }

@@ -7,6 +7,10 @@
  * attempts and total wait are both bounded. Each node has short connect and
  * command timeouts (default 50 ms) so a dead or hung node costs little.
  *
+ * A watched lease (redlock_watch) is renewed by the watchdog shared with
+ * the Redis lock client (renewer.h), and a holder asks
+ * redlock_validity_left right before its write.
+ *
  * Threads: struct redlock is shared by all threads (each node has its own
  * rconn pool of hiredis contexts). A struct redlock_lease belongs
  * to the caller and carries the per-call error, hiredis-style. */
@@ -37,6 +41,8 @@ struct redlock_stats {
     atomic_ullong unavailable;     /* lock calls ending in REDLOCK_EUNAVAIL */
     atomic_ullong lost;            /* unlocks that found < quorum still ours */
     atomic_ullong node_errors;     /* per-node connect/command failures */
+    atomic_ullong renewals;        /* watchdog rounds that extended a quorum */
+    atomic_ullong expired;         /* holders that found their validity gone */
 };
 
 struct redlock_node {
@@ -61,8 +67,10 @@ struct redlock_lease {
     char errstr[128];
     char key[RLOCK_KEY_MAX + 1];
     char token[RLOCK_TOKEN_MAX];
+    long ttl_ms;              /* the lease asked for */
     long validity_ms;         /* time the lock was safe for, at grant */
     int64_t expires_ms;       /* util_now_ms() deadline of that validity */
+    uint64_t wd_id;           /* watchdog registration, 0 = none */
     int nodes_locked;         /* how many nodes accepted the SET */
     int attempts;             /* rounds this lock call took */
 };
@@ -105,8 +113,23 @@ void redlock_free(struct redlock *r);
 int redlock_lock(struct redlock *r, const char *key, long ttl_ms, long wait_ms,
                  struct redlock_lease *lease);
 
-/* Token-checked delete on every node. REDLOCK_OK when a quorum still held
- * our token, REDLOCK_ELOST otherwise (expired or taken; counted). */
+/* Renew a granted lease every ttl/3 until unlock: a token-checked PEXPIRE
+ * on every node, a round counting only when a quorum extended it (then
+ * the validity runs ttl - drift from the round's start). Renewals stop
+ * for good once a majority answers "not ours". Returns 0, or -1 when the
+ * watchdog could not start (the lease then just runs out). */
+int redlock_watch(struct redlock *r, struct redlock_lease *lease);
+
+/* Milliseconds of validity left: from the grant, or from the last round
+ * the watchdog extended on a quorum, whichever ends later, minus the drift
+ * allowance; 0 when it has run out or a majority was found lost. A holder
+ * checks it right before the write the lock protects; on 0 it must not
+ * write (counted in stats.expired). */
+long redlock_validity_left(struct redlock *r, const struct redlock_lease *lease);
+
+/* Token-checked delete on every node (the watchdog stops first).
+ * REDLOCK_OK when a quorum still held our token, REDLOCK_ELOST otherwise
+ * (expired or taken; counted). */
 int redlock_unlock(struct redlock *r, struct redlock_lease *lease);
 
 int redlock_nodes(const struct redlock *r);

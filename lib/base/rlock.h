@@ -227,4 +227,12 @@ const struct rlock_opts *rlock_get_opts(const struct rlock *l);
 int rlock_raw_release(redisContext *ctx, const char *key, const char *chan,
                       const char *token);
 
+/* Token-checked PEXPIRE on one connection: extend key to ttl_ms only if it
+ * still holds token (hash: a reentrant lock's field, else a string lock).
+ * Returns 1 extended, 0 not ours, RLOCK_EUNAVAIL on I/O failure (the
+ * context is then dead and must be freed), RLOCK_ERR on an unexpected
+ * reply. Used by the watchdogs of both lock kinds and of Redlock. */
+int rlock_raw_renew(redisContext *ctx, const char *key, const char *token, long ttl_ms,
+                    int hash);
+
 #endif

@@ -3,25 +3,13 @@
 #define LAB_RLOCK_PRIVATE_H
 
 #include "rconn.h"
+#include "renewer.h"
 #include "rlock.h"
 
 #include <pthread.h>
 #include <stdint.h>
 
 #define RLOCK_TTL_MAX 86400000L   /* one day: a longer lease is a mistake */
-
-/* One held lock with watchdog on, as the renewal thread sees it: copies,
- * so the thread never touches a struct rlock (owned by another thread). */
-struct wd_entry {
-    struct wd_entry *next;
-    uint64_t id;
-    int64_t due;       /* next renewal, monotonic ms */
-    long ttl_ms;
-    int hash;          /* reentrant (hash) lock, else string */
-    int lost;          /* renewal found it not ours: no more renewals */
-    char key[RLOCK_KEY_MAX + 1];
-    char token[RLOCK_TOKEN_MAX];
-};
 
 struct rlock_client {
     int err;
@@ -34,14 +22,9 @@ struct rlock_client {
     struct rlock_stats *stats;
     struct rconn_pool *pool;   /* lock commands and subscriptions */
 
-    /* Watchdog: one thread and its own connection, so renewals never wait
-     * behind a busy pool. Everything below is under wd_mu. */
-    pthread_mutex_t wd_mu;
-    pthread_cond_t wd_cv;      /* on CLOCK_MONOTONIC */
-    pthread_t wd_thread;
-    int wd_started, wd_stop;
-    uint64_t wd_next_id;
-    struct wd_entry *wd_head;
+    /* Watchdog: one renewal thread per client (renewer.h) renewing
+     * every held lock with watchdog on, over a connection of its own. */
+    struct renewer *wd;
 };
 
 struct rlock {

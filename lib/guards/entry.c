@@ -139,16 +139,79 @@ int guard_seed(const struct deduct_env *env, const char *sku, long long stock,
     return rc;
 }
 
+/* Room past the lock wait for the release's own MySQL round trips. */
+#define RELEASE_MARGIN_MS 1000
+#define RELEASE_DEFAULT_WAIT_MS 3000
+
+struct release_work {
+    const char *order_id;
+    struct ledger_row *row;
+    int rc;                    /* stock_release's answer */
+};
+
+static int release_under_lock(void *ctx, const struct deduct_env *env,
+                              const struct deduct_req *req, struct deduct_res *res)
+{
+    struct release_work *w = ctx;
+    w->rc = stock_release(env->db, w->order_id, w->row);
+    if (w->rc < 0)
+        stock_db_failure(env->db, w->rc, res);
+    return 0;
+}
+
+/* The MySQL half of a release, under the lock of the guard that sold it
+ * when that guard is a lock guard. The lock needs the SKU, which only the
+ * ledger row knows: a plain read finds it, stock_release then re-reads
+ * the row under FOR UPDATE inside the lock. Returns a stock_release_result,
+ * or -1 with res filled (MySQL failed, lock not obtained). */
+static int release_stock(const struct deduct_env *env, const char *order_id,
+                         struct ledger_row *row, struct deduct_res *res)
+{
+    int rc = store_ledger_get(env->db, order_id, 0, row);
+    if (rc < 0) {
+        stock_db_failure(env->db, rc, res);
+        return -1;
+    }
+    if (rc == 0)
+        return STOCK_UNKNOWN_ORDER;
+    if (row->released)
+        return STOCK_ALREADY_RELEASED;
+    const struct guard *g = guard_find(row->guard);
+    struct release_work w = {order_id, row, 0};
+    if (!g || !g->locked) {
+        release_under_lock(&w, env, NULL, res);
+        return w.rc < 0 ? -1 : w.rc;
+    }
+    /* The lock as a plain request would take it: the instance's wait and
+     * lease, the safe lock options, one deadline over wait and write. */
+    struct deduct_req req;
+    memset(&req, 0, sizeof(req));
+    snprintf(req.sku, sizeof(req.sku), "%s", row->sku);
+    snprintf(req.order_id, sizeof(req.order_id), "%s", order_id);
+    req.qty = (long)row->qty;
+    req.lock_wait_ms = env->default_wait_ms > 0 ? env->default_wait_ms : RELEASE_DEFAULT_WAIT_MS;
+    req.lock_ttl_ms = env->default_ttl_ms;
+    req.watchdog = 1;
+    req.release = RLOCK_RELEASE_TOKEN_LUA;
+    req.acquire = RLOCK_ACQUIRE_SET_NX_PX;
+    req.deadline = util_now() + (double)(req.lock_wait_ms + RELEASE_MARGIN_MS) / 1000.0;
+    if (g->locked(g, env, &req, release_under_lock, &w, res) != 0) {
+        char labels[64];
+        snprintf(labels, sizeof(labels), "guard=\"%s\"", g->name);
+        metrics_add("lab_release_lock_failures_total", labels, 1);
+        return -1;             /* res says why; nothing changed */
+    }
+    return w.rc < 0 ? -1 : w.rc;
+}
+
 int guard_release(const struct deduct_env *env, const char *order_id,
                   struct ledger_row *row, int *side_ok, struct deduct_res *res)
 {
     memset(res, 0, sizeof(*res));
     *side_ok = 1;
-    int rc = stock_release(env->db, order_id, row);
-    if (rc < 0) {
-        stock_db_failure(env->db, rc, res);
-        return -1;
-    }
+    int rc = release_stock(env, order_id, row, res);
+    if (rc < 0)
+        return -1;             /* res filled */
     if (rc != STOCK_RELEASED)
         return rc;
     /* Side state (Redis stock) follows the guard that sold it, after the

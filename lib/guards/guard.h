@@ -15,6 +15,7 @@
 #include "stock/txn.h"
 
 #include <stddef.h>
+#include <stdio.h>
 
 #define GUARD_FACTS_MAX 4
 #define GUARD_FACT_VALUES 64
@@ -32,6 +33,11 @@ struct guard_facts {
     int n;
     struct guard_fact fact[GUARD_FACTS_MAX];
 };
+
+/* Work run while a guard's lock is held (see struct guard's `locked`):
+ * fills res and returns what the caller of `locked` should see. */
+typedef int (*guard_work_fn)(void *ctx, const struct deduct_env *env,
+                             const struct deduct_req *req, struct deduct_res *res);
 
 struct guard {
     const char *name;
@@ -59,6 +65,17 @@ struct guard {
      * its bounds. */
     int (*deduct)(const struct guard *self, const struct deduct_env *env,
                   const struct deduct_req *req, struct deduct_res *res);
+    /* Optional, the lock guards: run work(ctx, env, req, res) while holding
+     * this guard's lock for req->sku, taken with req's lock options
+     * (lock_wait_ms, lock_ttl_ms, watchdog, ...) within req->deadline.
+     * Returns work's value; -1 without running work when the lock was not
+     * obtained in time, or was obtained after the deadline (res filled:
+     * lock_timeout, deadline_exceeded, backend_unavailable). Their deduct
+     * is locked(stock_rmw); a release of their sale runs inside it too, so
+     * a holder's read-modify-write never straddles a release. */
+    int (*locked)(const struct guard *self, const struct deduct_env *env,
+                  const struct deduct_req *req, guard_work_fn work, void *ctx,
+                  struct deduct_res *res);
     /* Optional: (re)seed side state (Redis keys) when a SKU is seeded.
      * Returns 0, or -1 with res->detail set (backend unavailable). */
     int (*seed)(const struct guard *self, const struct deduct_env *env, const char *sku,
@@ -78,6 +95,27 @@ struct guard {
      * /metrics renders. Shared functions are called once. */
     void (*export_metrics)(void);
 };
+
+/* For a lock guard's `locked`: after a wait for the lock, the request's
+ * deadline may have passed; then answer deadline_exceeded and write
+ * nothing. Returns 1 when it has. */
+static inline int guard_deadline_passed(const struct deduct_req *req, struct deduct_res *res)
+{
+    if (!deduct_expired(req))
+        return 0;
+    res->outcome = DEDUCT_DEADLINE;
+    snprintf(res->detail, sizeof(res->detail),
+             "request deadline passed while waiting for the lock; nothing was written");
+    return 1;
+}
+
+/* The work of a lock guard's deduct: stock_rmw under the lock, ctx being
+ * the guard's name (written into the ledger). */
+static inline int guard_rmw_work(void *guard_name, const struct deduct_env *env,
+                                 const struct deduct_req *req, struct deduct_res *res)
+{
+    return stock_rmw((const char *)guard_name, env, req, res);
+}
 
 /* ---- registry (registry.c) ------------------------------------------- */
 
@@ -122,9 +160,14 @@ int guard_seed(const struct deduct_env *env, const char *sku, long long stock,
                int segments, struct deduct_res *res);
 
 /* Give a recorded sale back: MySQL first, then the side state of the guard
- * that sold it. Returns a stock_release_result (STOCK_RELEASED, ...), or
- * -1 with res filled when MySQL failed. *side_ok is 0 when the guard's
- * side state could not be restored (an undersell, never an oversell). */
+ * that sold it. When that guard is a lock guard (it has `locked`), the
+ * MySQL write runs under its lock for the SKU, taken with the instance's
+ * default lock wait and lease (env): a holder that read the stock before
+ * the release cannot write its stale value over it. Returns a
+ * stock_release_result (STOCK_RELEASED, ...), or -1 with res filled when
+ * MySQL failed or the lock was not obtained (nothing changed). *side_ok is
+ * 0 when the guard's side state could not be restored (an undersell, never
+ * an oversell). */
 int guard_release(const struct deduct_env *env, const char *order_id,
                   struct ledger_row *row, int *side_ok, struct deduct_res *res);
 

@@ -37,8 +37,9 @@ static int try_take(struct db_conn *db, const char *name, const char *owner, lon
     return rc == DB_ERETRY ? 0 : rc;
 }
 
-static int lock_table_deduct(const struct guard *self, const struct deduct_env *env,
-                             const struct deduct_req *req, struct deduct_res *res)
+static int lock_table_locked(const struct guard *self, const struct deduct_env *env,
+                             const struct deduct_req *req, guard_work_fn work, void *ctx,
+                             struct deduct_res *res)
 {
     char name[KEYS_MAX], owner[96];
     keys_lock_row(name, req->sku);
@@ -55,18 +56,27 @@ static int lock_table_deduct(const struct guard *self, const struct deduct_env *
     res->lock_wait_s = util_now() - t0;
     if (got < 0) {
         stock_db_failure(env->db, got, res);
-        return 0;
+        return -1;
     }
     if (got == 0) {
         res->outcome = DEDUCT_LOCK_TIMEOUT;
         snprintf(res->detail, sizeof(res->detail), "lock row %.70s busy for %ld ms", name,
                  req->lock_wait_ms);
-        return 0;
+        return -1;
     }
-    stock_rmw(self->name, env, req, res);
+    int ret = -1;
+    if (!guard_deadline_passed(req, res))
+        ret = work(ctx, env, req, res);
     if (store_lock_row_delete(env->db, name, owner) < 0)
         fprintf(stderr, "lock-table: release of %s failed (expires by itself): %s\n", name,
                 env->db->errstr);
+    return ret;
+}
+
+static int lock_table_deduct(const struct guard *self, const struct deduct_env *env,
+                             const struct deduct_req *req, struct deduct_res *res)
+{
+    lock_table_locked(self, env, req, guard_rmw_work, (void *)self->name, res);
     return 0;
 }
 
@@ -76,4 +86,5 @@ const struct guard guard_lock_table = {
     .expect = "correct",
     .safe_across_instances = 1,
     .deduct = lock_table_deduct,
+    .locked = lock_table_locked,
 };

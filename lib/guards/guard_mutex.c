@@ -26,7 +26,10 @@ static unsigned stripe_of(const char *sku)
     return h % MUTEX_STRIPES;
 }
 
-static int mutex_deduct(const struct guard *self, const struct deduct_env *env, const struct deduct_req *req,
+/* Within this process only: a release on another instance does not see
+ * this mutex, which is the cross-instance race `mutex` exists to show. */
+static int mutex_locked(const struct guard *self, const struct deduct_env *env,
+                        const struct deduct_req *req, guard_work_fn work, void *ctx,
                         struct deduct_res *res)
 {
     pthread_mutex_t *m = &stripes[stripe_of(req->sku)];
@@ -45,15 +48,24 @@ static int mutex_deduct(const struct guard *self, const struct deduct_env *env, 
         res->outcome = DEDUCT_LOCK_TIMEOUT;
         snprintf(res->detail, sizeof(res->detail),
                  "in-process lock not acquired within %ld ms", req->lock_wait_ms);
-        return 0;
+        return -1;
     }
     if (rc != 0) {
         res->outcome = DEDUCT_INTERNAL;
         snprintf(res->detail, sizeof(res->detail), "pthread_mutex_timedlock: %d", rc);
-        return 0;
+        return -1;
     }
-    stock_rmw(self->name, env, req, res);
+    int ret = -1;
+    if (!guard_deadline_passed(req, res))
+        ret = work(ctx, env, req, res);
     pthread_mutex_unlock(m);
+    return ret;
+}
+
+static int mutex_deduct(const struct guard *self, const struct deduct_env *env,
+                        const struct deduct_req *req, struct deduct_res *res)
+{
+    mutex_locked(self, env, req, guard_rmw_work, (void *)self->name, res);
     return 0;
 }
 
@@ -63,4 +75,5 @@ const struct guard guard_mutex = {
     .expect = "correct on 1 instance, oversells on 2+",
     .safe_across_instances = 0,
     .deduct = mutex_deduct,
+    .locked = mutex_locked,
 };

@@ -11,8 +11,9 @@
 
 #include <stdio.h>
 
-static int redis_lock_deduct(const struct guard *self, const struct deduct_env *env,
-                             const struct deduct_req *req, struct deduct_res *res)
+static int redis_lock_locked(const struct guard *self, const struct deduct_env *env,
+                             const struct deduct_req *req, guard_work_fn work, void *ctx,
+                             struct deduct_res *res)
 {
     struct rlock_opts o;
     redis_shared_lock_opts(env, req, &o);
@@ -22,7 +23,7 @@ static int redis_lock_deduct(const struct guard *self, const struct deduct_env *
     if (!l) {
         res->outcome = DEDUCT_INTERNAL;
         snprintf(res->detail, sizeof(res->detail), "out of memory");
-        return 0;
+        return -1;
     }
     double t0 = util_now();
     int rc = rlock_acquire(l, req->lock_wait_ms);
@@ -30,13 +31,22 @@ static int redis_lock_deduct(const struct guard *self, const struct deduct_env *
     if (rc != RLOCK_OK) {
         redis_shared_lock_failure(rc, l, req->lock_wait_ms, "Redis lock", res);
         rlock_free(l);
-        return 0;
+        return -1;
     }
-    stock_rmw(self->name, env, req, res);
+    int ret = -1;
+    if (!guard_deadline_passed(req, res))
+        ret = work(ctx, env, req, res);
     /* A release that finds the lock gone (expired while held) is counted
-     * in the lock stats; the sale stands, and the audit judges it. */
+     * in the lock stats; the work stands, and the audit judges it. */
     rlock_release(l);
     rlock_free(l);
+    return ret;
+}
+
+static int redis_lock_deduct(const struct guard *self, const struct deduct_env *env,
+                             const struct deduct_req *req, struct deduct_res *res)
+{
+    redis_lock_locked(self, env, req, guard_rmw_work, (void *)self->name, res);
     return 0;
 }
 
@@ -61,6 +71,7 @@ const struct guard guard_redis_lock = {
     .expect = "correct",
     .safe_across_instances = 1,
     .deduct = redis_lock_deduct,
+    .locked = redis_lock_locked,
     .seed = redis_lock_seed,
     REDIS_SHARED_GUARD_FIELDS,
 };

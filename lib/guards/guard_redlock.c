@@ -1,6 +1,9 @@
 /* Guard `redlock`: the read-modify-write under a Redlock lease over K
  * independent Redis masters (quorum K/2+1). Survives losing a minority of
- * masters; with a majority gone it answers 503 and sells nothing. */
+ * masters; with a majority gone it answers 503 and sells nothing. The
+ * lease is renewed by a watchdog while the work runs (like redis-lock) and
+ * its validity is checked right before the write: a holder that outlived
+ * it answers 503 lease_expired and writes nothing. */
 #include "guard.h"
 
 #include "base/metrics.h"
@@ -53,31 +56,84 @@ static void redlock_fini(const struct guard *self)
     redlock = NULL;
 }
 
-static int redlock_deduct(const struct guard *self, const struct deduct_env *env,
-                          const struct deduct_req *req, struct deduct_res *res)
+struct held {
+    struct redlock_lease lease;
+};
+
+/* Take the Redlock lease on req->sku with req's ttl and wait, watched by
+ * the watchdog unless the request turned it off. 0 held, -1 with res
+ * filled. */
+static int take(const struct deduct_env *env, const struct deduct_req *req, struct held *h,
+                struct deduct_res *res)
 {
     if (!redlock) {
         res->outcome = DEDUCT_INTERNAL;
         snprintf(res->detail, sizeof(res->detail), "%s", unusable);
-        return 0;
+        return -1;
     }
     char key[KEYS_MAX];
     keys_lock(key, req->sku);
     long ttl = req->lock_ttl_ms > 0 ? req->lock_ttl_ms : env->default_ttl_ms;
-    struct redlock_lease lease;
     double t0 = util_now();
-    int rc = redlock_lock(redlock, key, ttl, req->lock_wait_ms, &lease);
+    int rc = redlock_lock(redlock, key, ttl, req->lock_wait_ms, &h->lease);
     res->lock_wait_s = util_now() - t0;
     if (rc != REDLOCK_OK) {
         res->outcome = rc == REDLOCK_TIMEOUT    ? DEDUCT_LOCK_TIMEOUT
                        : rc == REDLOCK_EUNAVAIL ? DEDUCT_UNAVAILABLE
                                                 : DEDUCT_INTERNAL;
         snprintf(res->detail, sizeof(res->detail), "redlock over %d masters: %.100s",
-                 redlock_nodes(redlock), lease.errstr);
-        return 0;
+                 redlock_nodes(redlock), h->lease.errstr);
+        return -1;
     }
-    stock_rmw(self->name, env, req, res);
-    redlock_unlock(redlock, &lease);
+    /* Without renewals a holder outliving its lease would write
+     * unprotected; the watchdog keeps the quorum's keys alive instead. A
+     * watchdog that cannot start leaves the validity check to refuse. */
+    if (req->watchdog && redlock_watch(redlock, &h->lease) != 0)
+        fprintf(stderr, "redlock: watchdog not started for %s\n", key);
+    if (guard_deadline_passed(req, res)) {
+        redlock_unlock(redlock, &h->lease);
+        return -1;
+    }
+    return 0;
+}
+
+/* Right before a write: the lease must still be valid (ttl - elapsed -
+ * drift, renewals included). Past it, another holder may already be in:
+ * refuse rather than write over its work. */
+static int still_valid(void *ctx, struct deduct_res *res)
+{
+    struct held *h = ctx;
+    if (redlock_validity_left(redlock, &h->lease) > 0)
+        return 1;
+    res->outcome = DEDUCT_LEASE_EXPIRED;
+    snprintf(res->detail, sizeof(res->detail),
+             "redlock lease on %.60s (%ld ms) ran out before the write; nothing was written",
+             h->lease.key, h->lease.ttl_ms);
+    return 0;
+}
+
+static int redlock_locked(const struct guard *self, const struct deduct_env *env,
+                          const struct deduct_req *req, guard_work_fn work, void *ctx,
+                          struct deduct_res *res)
+{
+    struct held h;
+    if (take(env, req, &h, res) != 0)
+        return -1;
+    int ret = -1;
+    if (still_valid(&h, res))
+        ret = work(ctx, env, req, res);
+    redlock_unlock(redlock, &h.lease);
+    return ret;
+}
+
+static int redlock_deduct(const struct guard *self, const struct deduct_env *env,
+                          const struct deduct_req *req, struct deduct_res *res)
+{
+    struct held h;
+    if (take(env, req, &h, res) != 0)
+        return 0;
+    stock_rmw_checked(self->name, env, req, still_valid, &h, res);
+    redlock_unlock(redlock, &h.lease);
     return 0;
 }
 
@@ -94,11 +150,13 @@ static void redlock_export_metrics(void)
     mirror("lab_redlock_unavailable_total", &stats.unavailable);
     mirror("lab_redlock_lost_total", &stats.lost);
     mirror("lab_redlock_node_errors_total", &stats.node_errors);
+    mirror("lab_redlock_renewals_total", &stats.renewals);
+    mirror("lab_redlock_expired_total", &stats.expired);
 }
 
 const struct guard guard_redlock = {
     .name = "redlock",
-    .how = "Redlock: the lock on a quorum (N/2+1) of N independent Redis masters",
+    .how = "Redlock: the lock on a quorum (N/2+1) of N independent Redis masters, watchdog renewal, validity checked before the write",
     .expect = "correct, survives loss of a minority",
     .safe_across_instances = 1,
     .options = options,
@@ -107,5 +165,6 @@ const struct guard guard_redlock = {
     .init = redlock_init,
     .fini = redlock_fini,
     .deduct = redlock_deduct,
+    .locked = redlock_locked,
     .export_metrics = redlock_export_metrics,
 };

@@ -54,6 +54,7 @@ static inline double deduct_time_left(const struct deduct_req *r)
     X(DEDUCT_SKU_BUSY,        "sku_busy",            409, "sku_busy",            0) \
     X(DEDUCT_UNKNOWN_SKU,     "unknown_sku",         404, "unknown_sku",         0) \
     X(DEDUCT_LOCK_TIMEOUT,    "lock_timeout",        503, "lock_timeout",        1) \
+    X(DEDUCT_LEASE_EXPIRED,   "lease_expired",       503, "lease_expired",       1) \
     X(DEDUCT_RETRY_EXHAUSTED, "retry_exhausted",     503, "retry_exhausted",     1) \
     X(DEDUCT_UNAVAILABLE,     "backend_unavailable", 503, "backend_unavailable", 1) \
     X(DEDUCT_DEADLINE,        "deadline_exceeded",   503, "deadline_exceeded",   1) \
@@ -96,6 +97,8 @@ struct deduct_env {
     const char *instance;      /* written into the ledger and answers */
     long max_retries;          /* optimistic / deadlock retry bound */
     long default_ttl_ms;       /* lock lease when the request gives none */
+    long default_wait_ms;      /* lock wait of a release (it has no body
+                                * options): the instance's lock_wait_ms */
 };
 
 #endif

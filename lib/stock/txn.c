@@ -137,6 +137,14 @@ static int past_deadline(const struct deduct_req *req, struct deduct_res *res)
 int stock_rmw(const char *guard_name, const struct deduct_env *env,
               const struct deduct_req *req, struct deduct_res *res)
 {
+    return stock_rmw_checked(guard_name, env, req, NULL, NULL, res);
+}
+
+int stock_rmw_checked(const char *guard_name, const struct deduct_env *env,
+                      const struct deduct_req *req,
+                      int (*may_write)(void *ctx, struct deduct_res *res), void *ctx,
+                      struct deduct_res *res)
+{
     long long stock, version;
     int rc = store_read(env->db, req->sku, 0, &stock, &version);
     if (rc < 0) {
@@ -153,7 +161,7 @@ int stock_rmw(const char *guard_name, const struct deduct_env *env,
         return 0;
     }
     util_sleep_ms(req->hold_ms);   /* the seeds' slow business call */
-    if (past_deadline(req, res))
+    if (past_deadline(req, res) || (may_write && !may_write(ctx, res)))
         return 0;
     long long remaining = stock - req->qty;
     long long n;

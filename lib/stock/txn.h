@@ -14,6 +14,14 @@
 int stock_rmw(const char *guard_name, const struct deduct_env *env,
               const struct deduct_req *req, struct deduct_res *res);
 
+/* stock_rmw asking may_write(ctx, res) right before the write, after the
+ * hold: 0 means the guard no longer protects the write (a lease that ran
+ * out), and nothing is written (may_write filled res). */
+int stock_rmw_checked(const char *guard_name, const struct deduct_env *env,
+                      const struct deduct_req *req,
+                      int (*may_write)(void *ctx, struct deduct_res *res), void *ctx,
+                      struct deduct_res *res);
+
 /* Record a sale whose check happened outside MySQL (Redis): in one
  * transaction, stock -= qty (only while stock >= qty: a Redis that believes
  * in more units than MySQL has costs a 503, never an oversell) and the

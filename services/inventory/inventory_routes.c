@@ -24,6 +24,7 @@ static void env_for(const struct inv_conf *c, struct deduct_env *env)
     env->instance = c->instance;
     env->max_retries = c->max_retries;
     env->default_ttl_ms = c->lock_ttl_ms;
+    env->default_wait_ms = c->lock_wait_ms;
 }
 
 static int db_down(struct http_resp *resp, struct db_conn *db)
