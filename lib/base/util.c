@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
@@ -87,8 +88,30 @@ char *util_make_id(char *buf, size_t len, const char *prefix)
 {
     static atomic_ullong counter;
     unsigned long long n = atomic_fetch_add(&counter, 1) + 1;
-    snprintf(buf, len, "%s-%llx-%llu-%04x", prefix, (unsigned long long)util_wall_ms(),
-             n, (unsigned)(util_rand() & 0xffff));
+    if (len == 0)
+        return buf;
+    /* The tail is what makes an id unique: it is never cut. A prefix too
+     * long for the rest is cut and ends with a hash of all of it, so two
+     * prefixes that differ only at the end stay different. */
+    char tail[64];
+    int tl = snprintf(tail, sizeof tail, "-%llx-%llu-%04x", (unsigned long long)util_wall_ms(),
+                      n, (unsigned)(util_rand() & 0xffff));
+    size_t plen = strlen(prefix), room = len - 1 > (size_t)tl ? len - 1 - (size_t)tl : 0;
+    size_t keep = plen <= room ? plen : room > 9 ? room - 9 : 0;
+    size_t at = 0;
+    for (; at < keep; at++) {   /* ids are identifiers: [A-Za-z0-9._:-] */
+        char ch = prefix[at];
+        int ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+                 (ch >= '0' && ch <= '9') || ch == '.' || ch == '_' || ch == ':' || ch == '-';
+        buf[at] = ok ? ch : '_';
+    }
+    if (keep < plen && room > 9) {
+        uint32_t h = 2166136261u;   /* FNV-1a over the whole prefix */
+        for (size_t i = 0; i < plen; i++)
+            h = (h ^ (unsigned char)prefix[i]) * 16777619u;
+        at += (size_t)snprintf(buf + at, len - at, ".%08x", (unsigned)h);
+    }
+    snprintf(buf + at, len - at, "%s", tail);   /* cut only when len cannot hold any id */
     return buf;
 }
 

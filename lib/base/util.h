@@ -20,8 +20,12 @@ long util_rand_range(long lo, long hi);
 /* Jittered exponential backoff for attempt n (0-based): a random value in
  * [base/2, base] with base = min(cap_ms, 1 << n). */
 long util_backoff_ms(int attempt, long cap_ms);
-/* "<prefix>-<ms>-<counter>-<rand>" into buf; unique per process and, via
- * the random part, across processes. Returns buf. */
+/* "<prefix>-<hex ms>-<counter>-<4 hex rand>" into buf; unique per process
+ * and, via the prefix (the instance) and the random part, across processes.
+ * The tail is never cut: a prefix too long for len is cut and ends with
+ * ".<8 hex>", a hash of the whole prefix. Prefix bytes outside
+ * [A-Za-z0-9._:-] become '_'. Only a len too small for any tail truncates.
+ * Returns buf. */
 char *util_make_id(char *buf, size_t len, const char *prefix);
 /* A lock owner token "<instance>:<tid>:<counter>:<16 hex random>".
  * instance characters outside [A-Za-z0-9._-] become '_', cut at 40; NULL

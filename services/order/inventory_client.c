@@ -64,7 +64,8 @@ static size_t on_header(char *data, size_t size, size_t n, void *userp)
 }
 
 int invc_call(const char *base, const char *path, const char *json,
-              long timeout_ms, long connect_timeout_ms, struct invc_answer *a)
+              const char *const *headers, long timeout_ms, long connect_timeout_ms,
+              struct invc_answer *a)
 {
     memset(a, 0, sizeof(*a));
     CURL *h = thread_handle();
@@ -75,6 +76,18 @@ int invc_call(const char *base, const char *path, const char *json,
     char url[512];
     snprintf(url, sizeof(url), "%s%s", base, path);
     struct curl_slist *hdrs = curl_slist_append(NULL, "Content-Type: application/json");
+    for (size_t i = 0; hdrs && headers && headers[i]; i++) {
+        struct curl_slist *more = curl_slist_append(hdrs, headers[i]);
+        if (!more) {
+            curl_slist_free_all(hdrs);
+            hdrs = NULL;
+        }
+        hdrs = more;
+    }
+    if (!hdrs) {
+        snprintf(a->error, sizeof(a->error), "out of memory for request headers");
+        return -1;
+    }
     curl_easy_setopt(h, CURLOPT_URL, url);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, timeout_ms);

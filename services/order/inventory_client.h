@@ -21,9 +21,12 @@ struct invc_answer {
 int invc_global_init(void);
 void invc_global_end(void);
 
-/* POST `json` (NULL: GET) to base+path. Returns 0 when an HTTP answer came
- * back (any status), -1 on a transport failure (see a->connected). */
+/* POST `json` (NULL: GET) to base+path, with extra request headers
+ * ("Name: value", NULL-terminated; NULL for none). Returns 0 when an HTTP
+ * answer came back (any status), -1 on a transport failure (see
+ * a->connected: 0 means the request surely never reached the service). */
 int invc_call(const char *base, const char *path, const char *json,
-              long timeout_ms, long connect_timeout_ms, struct invc_answer *a);
+              const char *const *headers, long timeout_ms, long connect_timeout_ms,
+              struct invc_answer *a);
 
 #endif

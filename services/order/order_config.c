@@ -16,8 +16,14 @@ const struct cfg_opt order_options[] = {
     {"guard", "GUARD", CFG_STR, "", 0, 0, S(guard), "guard to ask for (empty: each inventory's own)"},
     {"threads", "THREADS", CFG_INT, "16", 1, 256, N(threads), "HTTP worker threads"},
     DB_CFG_OPTIONS(struct order_conf, db, "db_order", "order schema"),
-    {"inventory-timeout", "INVENTORY_TIMEOUT_MS", CFG_MS, "30s", 100, 600000, N(inventory_timeout_ms), "whole inventory call timeout"},
+    {"deduct-timeout", "DEDUCT_TIMEOUT_MS", CFG_MS, "10s", 100, 600000, N(deduct_timeout_ms), "budget of one order's deduction, failover included (sent as X-Deadline-Ms)"},
+    {"inventory-timeout", "INVENTORY_TIMEOUT_MS", CFG_MS, "5s", 100, 600000, N(inventory_timeout_ms), "timeout of each release call"},
     {"connect-timeout", "CONNECT_TIMEOUT_MS", CFG_MS, "500ms", 10, 60000, N(connect_timeout_ms), "inventory connect timeout"},
+    {"reconcile-ms", "RECONCILE_MS", CFG_MS, "1s", 10, 600000, N(reconcile_ms), "reconciler period"},
+    {"reconcile-margin", "RECONCILE_MARGIN_MS", CFG_MS, "2s", 0, 600000, N(reconcile_margin_ms), "a pending order is released this long after its deadline"},
+    {"reconcile-batch", "RECONCILE_BATCH", CFG_INT, "100", 1, 10000, N(reconcile_batch), "orders settled per reconciler tick at most"},
+    {"admin-token", "LAB_ADMIN_TOKEN", CFG_STR, "", 0, 0, S(admin_token), "sent as 'Authorization: Bearer' on every release (empty: none)"},
+    {"debug-pause-after-deduct", NULL, CFG_MS, "0", 0, 60000, N(debug_pause_after_deduct_ms), "lab knob for tests: sleep between the deduction and the order row"},
 };
 const size_t order_noptions = sizeof(order_options) / sizeof(order_options[0]);
 

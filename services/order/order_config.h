@@ -15,8 +15,14 @@ struct order_conf {
     char guard[32];
     long threads;
     struct db_conf db;
-    long inventory_timeout_ms;
+    long deduct_timeout_ms;      /* one budget per order, failover included */
+    long inventory_timeout_ms;   /* each release call (compensation, reconciler) */
     long connect_timeout_ms;
+    long reconcile_ms;           /* reconciler tick */
+    long reconcile_margin_ms;    /* pending rows are left alone this long past their deadline */
+    long reconcile_batch;        /* rows settled per tick at most */
+    char admin_token[128];       /* sent as Authorization: Bearer on releases; "" = none */
+    long debug_pause_after_deduct_ms;   /* lab knob for tests: widens the crash window */
     /* derived from inventory_urls */
     char urls[ORDER_MAX_INVENTORY][128];
     int nurls;

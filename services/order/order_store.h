@@ -1,15 +1,68 @@
-/* SQL of the order service, on db_order: the only place it is written. */
+/* SQL of the order service, on db_order: the only place it is written.
+ * An order row is written before its deduction (status pending) and moves
+ * only forward, each step one conditional UPDATE so that a request thread
+ * and any number of reconcilers can race without a lost transition:
+ *
+ *   pending --place--> placed
+ *   pending --fail---> failed --reopen--> pending   (nothing was taken)
+ *   pending --claim--> releasing --settle--> cancelled | failed
+ *
+ * Every function returns the affected or found row count (0 or 1), or a
+ * negative DB_E* code (base/db.h). */
 #ifndef ORDER_STORE_H
 #define ORDER_STORE_H
 
+#include "stock/deduct.h"
+
 struct db_conn;
 
-/* Insert one order row. Returns 1, or a negative DB_E* code (base/db.h). */
-long long order_store_insert(struct db_conn *db, const char *order_id, const char *user_id,
-                             const char *sku, long long qty, const char *guard,
-                             const char *inventory_instance);
+struct order_row {
+    char user_id[STOCK_ID_MAX + 1];
+    char sku[STOCK_SKU_MAX + 1];
+    long long qty;
+    char guard[33];
+    char instance[65];
+    char status[17];
+    long long remaining;         /* -1 when unknown (not placed, or an old row) */
+};
 
-/* Orders and units recorded for sku. Returns 1, or a negative DB_E* code. */
+/* Record the intent: a pending row whose deadline is now + budget_ms on the
+ * database clock. DB_EDUP when order_id already has a row. */
+long long order_store_begin(struct db_conn *db, const char *order_id, const char *user_id,
+                            const char *sku, long long qty, const char *guard,
+                            long long budget_ms);
+
+/* Read one order. 1 and *row filled, 0 when there is no such order. */
+long long order_store_get(struct db_conn *db, const char *order_id, struct order_row *row);
+
+/* pending -> placed, with what the inventory answered. 0: not pending. */
+long long order_store_place(struct db_conn *db, const char *order_id, const char *guard,
+                            const char *instance, long long remaining);
+
+/* pending -> failed: the inventory surely took nothing. 0: not pending. */
+long long order_store_fail(struct db_conn *db, const char *order_id);
+
+/* failed -> pending with a new deadline: a repeat of an order that took
+ * nothing tries again under the same order_id. 0: not failed. */
+long long order_store_reopen(struct db_conn *db, const char *order_id, long long budget_ms);
+
+/* pending -> releasing. With expired_margin_ms >= 0, only when the deadline
+ * passed more than that long ago (the reconciler); -1: at once (the request
+ * thread, after the inventory answered). 0: not (or not yet) claimable. */
+long long order_store_claim(struct db_conn *db, const char *order_id,
+                            long long expired_margin_ms);
+
+/* releasing -> status ("cancelled" or "failed"). 0: not releasing. */
+long long order_store_settle(struct db_conn *db, const char *order_id, const char *status);
+
+/* The first order after `after` (byte order; "" for the start) that the
+ * reconciler must settle: releasing, or pending past deadline + margin.
+ * 1 with id and status filled, 0 when none is left. */
+long long order_store_next_unsettled(struct db_conn *db, const char *after,
+                                     long long margin_ms, char *id, size_t idlen,
+                                     char *status, size_t statuslen);
+
+/* Placed orders and units for sku. Returns 1, or a negative DB_E* code. */
 long long order_store_count(struct db_conn *db, const char *sku, long long *orders,
                             long long *units);
 

@@ -408,3 +408,128 @@ void it_stop_pid(int pid)
     kill(pid, SIGKILL);
     waitpid(pid, NULL, 0);
 }
+
+long it_http_hdr(const char *method, const char *url, const char *body,
+                 const char *const *headers, struct it_resp *r)
+{
+    memset(r, 0, sizeof(*r));
+    CURL *h = curl_easy_init();
+    if (!h)
+        return 0;
+    struct curl_slist *hd = curl_slist_append(NULL, "Content-Type: application/json");
+    for (size_t i = 0; headers && headers[i]; i++)
+        hd = curl_slist_append(hd, headers[i]);
+    struct sink k = {r->body, sizeof(r->body), 0};
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hd);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, 30000L);
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, 2000L);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &k);
+    if (body)
+        curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+    if (curl_easy_perform(h) == CURLE_OK)
+        curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &r->status);
+    curl_slist_free_all(hd);
+    curl_easy_cleanup(h);
+    r->json = r->body[0] ? json_loads(r->body, 0, NULL) : NULL;
+    return r->status;
+}
+
+long it_port_base(void)
+{
+    const char *colon = strrchr(it.order, ':');
+    return colon ? atol(colon + 1) : -1;
+}
+
+/* BIN=... from the stack's stack.env: the binaries the stack itself runs. */
+static int stack_bin_dir(char *out, size_t outlen)
+{
+    char path[600];
+    snprintf(path, sizeof(path), "%s/stack.env", it.stack_dir);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    char line[1024];
+    int found = -1;
+    while (found != 0 && fgets(line, sizeof(line), f)) {
+        char *save = NULL;
+        for (char *tok = strtok_r(line, " \n", &save); tok; tok = strtok_r(NULL, " \n", &save))
+            if (strncmp(tok, "BIN=", 4) == 0) {
+                snprintf(out, outlen, "%s", tok + 4);
+                found = 0;
+                break;
+            }
+    }
+    fclose(f);
+    return found;
+}
+
+int it_spawn(const char *prog, const char *name, const char *const *args)
+{
+    char bin[512], exe[700], log[700];
+    if (stack_bin_dir(bin, sizeof(bin)) != 0)
+        return -1;
+    snprintf(exe, sizeof(exe), "%s/%s", bin, prog);
+    snprintf(log, sizeof(log), "%s/logs/%s.log", it.stack_dir, name);
+    char *argv[64];
+    size_t n = 0;
+    argv[n++] = exe;
+    for (size_t i = 0; args && args[i] && n < 63; i++)
+        argv[n++] = (char *)args[i];
+    argv[n] = NULL;
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+        int nul = open("/dev/null", O_RDONLY);
+        if (fd < 0 || nul < 0)
+            _exit(127);
+        dup2(nul, 0);
+        dup2(fd, 1);
+        dup2(fd, 2);
+        setsid();
+        execv(exe, argv);
+        _exit(127);
+    }
+    return (int)pid;
+}
+
+int it_bin_has_option(const char *prog, const char *option)
+{
+    char bin[512], cmd[1200], line[512], want[128];
+    if (stack_bin_dir(bin, sizeof(bin)) != 0)
+        return -1;
+    snprintf(cmd, sizeof(cmd), "'%s/%s' --help 2>/dev/null", bin, prog);
+    snprintf(want, sizeof(want), "--%s ", option);
+    FILE *p = popen(cmd, "r");
+    if (!p)
+        return -1;
+    int found = 0, lines = 0;
+    while (fgets(line, sizeof(line), p)) {
+        lines++;
+        if (strstr(line, want))
+            found = 1;
+    }
+    int rc = pclose(p);
+    return rc != 0 || lines == 0 ? -1 : found;
+}
+
+int it_kill(int pid, int sig, long wait_ms)
+{
+    if (pid <= 0)
+        return 0;
+    kill((pid_t)pid, sig);
+    struct timespec nap = {0, 20 * 1000000L};
+    for (long waited = 0; waited <= wait_ms; waited += 20) {
+        if (waitpid((pid_t)pid, NULL, WNOHANG) == (pid_t)pid)
+            return 0;
+        nanosleep(&nap, NULL);
+    }
+    kill((pid_t)pid, SIGKILL);
+    return waitpid((pid_t)pid, NULL, 0) == (pid_t)pid ? 0 : -1;
+}

@@ -92,4 +92,24 @@ int it_start_inventory(const char *name, long port, const char *const *env,
 /* SIGTERM, wait up to 10 s, then SIGKILL; accepts pid <= 0. */
 void it_stop_pid(int pid);
 
+/* it_http with extra request headers ("Name: value", NULL-terminated list;
+ * NULL means none). Returns status (0 transport failure). */
+long it_http_hdr(const char *method, const char *url, const char *body,
+                 const char *const *headers, struct it_resp *r);
+
+/* The stack's port base (the order service's port, see tests/run): ports
+ * base+10..base+40 are free for processes a test starts itself. */
+long it_port_base(void);
+/* Start one more process of the stack's build, e.g. prog "order", with
+ * argv after the program name (NULL-terminated), output appended to
+ * LAB_STACK_DIR/logs/<name>.log. Returns its pid, or -1. The caller stops
+ * it with it_kill (by that pid only). */
+int it_spawn(const char *prog, const char *name, const char *const *args);
+/* 1 when `prog --help` of the stack's build lists --option, 0 when not,
+ * -1 when it cannot be run: for tests of a feature another branch adds. */
+int it_bin_has_option(const char *prog, const char *option);
+/* Send sig to pid and reap it, waiting at most wait_ms (then SIGKILL).
+ * Returns 0 once the process is gone; accepts pid <= 0 (nothing to do). */
+int it_kill(int pid, int sig, long wait_ms);
+
 #endif

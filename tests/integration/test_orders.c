@@ -1,5 +1,5 @@
 /* Through the order service: orders recorded equal units sold, bad input
- * refused, and an order database failure gives the stock back. */
+ * refused, and an order database failure takes nothing. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -88,8 +88,9 @@ static int restore_orders_table(void **state)
     return 0;
 }
 
-/* The stock is taken, then the order row cannot be written: the order
- * service must give the stock back and say 503, losing nothing. */
+/* The order row cannot be written: since the intent is recorded before the
+ * deduction, the order service says 503 and takes nothing. (A finalising
+ * write that fails after the sale is test_order_crash's ambiguous cases.) */
 static void test_order_db_failure_compensates(void **state)
 {
     assert_int_equal(it_seed("T-comp", 10), 200);
@@ -101,7 +102,7 @@ static void test_order_db_failure_compensates(void **state)
         assert_int_equal(it_http("POST", u, "{\"sku\":\"T-comp\",\"qty\":2}", &r), 503);
         assert_string_equal(json_string_value(json_object_get(r.json, "error")),
                             "backend_unavailable");
-        assert_non_null(strstr(r.body, "given back"));
+        assert_non_null(strstr(r.body, "nothing was taken"));
         it_resp_free(&r);
     }
     struct it_audit a;

@@ -93,7 +93,7 @@ static void test_rand_range_covers(void **state)
 /* ---- ids -------------------------------------------------------------- */
 
 #define NIDS 10000
-static char ids[NIDS][64];
+static char ids[NIDS][80];
 
 static int cmp_id(const void *a, const void *b)
 {
@@ -120,6 +120,52 @@ static void test_make_id_unique_and_fits(void **state)
     for (int i = 1; i < NIDS; i++)
         if (strcmp(ids[i - 1], ids[i]) == 0)
             fail_msg("duplicate id %s", ids[i]);
+}
+
+/* The part of an id before "-<hex ms>-<n>-<rand>". */
+static void id_head(const char *id, char *out, size_t outlen)
+{
+    snprintf(out, outlen, "%s", id);
+    for (int i = 0; i < 3; i++) {
+        char *d = strrchr(out, '-');
+        if (d)
+            *d = '\0';
+    }
+}
+
+/* A 47-character instance name (the longest the services take) in a 64-byte
+ * id: the unique tail is never cut (it was: ids of one millisecond then
+ * collided), two names that differ only at the end keep different heads,
+ * and every byte is in the identifier alphabet [A-Za-z0-9._:-]. */
+static void test_make_id_long_prefix(void **state)
+{
+    (void)state;
+    const char *pa = "o-order-with-a-very-long-instance-name-for-ids-01";
+    const char *pb = "o-order-with-a-very-long-instance-name-for-ids-02";
+    enum { N = 4000 };
+    for (int i = 0; i < N; i++) {
+        char *dst = ids[i];
+        util_make_id(dst, 65, i % 2 ? pb : pa);
+        size_t n = strlen(dst);
+        if (n > 64 || strspn(dst, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                  "0123456789._:-") != n)
+            fail_msg("id %d breaks the identifier rules: %s", i, dst);
+    }
+    char ha[80], hb[80];
+    id_head(ids[0], ha, sizeof ha);
+    id_head(ids[1], hb, sizeof hb);
+    qsort(ids, N, sizeof ids[0], cmp_id);
+    for (int i = 1; i < N; i++)
+        if (strcmp(ids[i - 1], ids[i]) == 0)
+            fail_msg("duplicate id %s", ids[i]);
+    if (strcmp(ha, hb) == 0)
+        fail_msg("two instance names share the id head %s", ha);
+    /* Characters outside the alphabet become '_'. */
+    char id[65];
+    util_make_id(id, sizeof id, "inv 1/ü");
+    assert_int_equal(strncmp(id, "inv_1_", 6), 0);
+    assert_int_equal(strspn(id, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                "0123456789._:-"), strlen(id));
 }
 
 static void test_make_id_small_buffer(void **state)
@@ -196,6 +242,7 @@ int main(void)
         cmocka_unit_test(test_rand_range_covers),
         cmocka_unit_test(test_make_id_unique_and_fits),
         cmocka_unit_test(test_make_id_small_buffer),
+        cmocka_unit_test(test_make_id_long_prefix),
         cmocka_unit_test(test_sleep_zero_and_negative),
         cmocka_unit_test(test_sleep_short),
         cmocka_unit_test(test_clocks),
