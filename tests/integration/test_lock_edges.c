@@ -215,6 +215,53 @@ static void test_redlock_expired_lease_refuses_to_write(void **state)
     assert_true(a.consistent);
 }
 
+static int restart_masters(void **state)
+{
+    it_stack("start", "redis-m1");
+    it_stack("start", "redis-m2");
+    return 0;
+}
+
+static void *stop_m1(void *p)
+{
+    *(int *)p = it_stack("stop", "redis-m1");
+    return NULL;
+}
+
+/* Watchdog on, then a majority of masters goes away mid-hold: renewals stop
+ * reaching a quorum, the validity runs out, and the holder refuses to write
+ * (503 lease_expired) instead of writing unprotected. */
+static void test_redlock_refuses_once_majority_lost_mid_hold(void **state)
+{
+    const char *sku = "LE-redlock-maj";
+    assert_int_equal(it_seed(sku, 10), 200);
+    struct slow_sale s = {0};
+    snprintf(s.url, sizeof(s.url), "%s/inventory/deduct", it.inventory[0]);
+    snprintf(s.body, sizeof(s.body),
+             "{\"sku\":\"%s\",\"guard\":\"redlock\",\"lock_ttl_ms\":400,\"hold_ms\":6000,"
+             "\"order_id\":\"%s-1\"}", sku, sku);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, slow_sale_main, &s), 0);
+    sleep_ms(300);
+    /* Both at once: a Redis can take seconds to stop. The holder's
+     * renewals reach a quorum until the second one is gone. */
+    int m1 = -1;
+    pthread_t t1;
+    assert_int_equal(pthread_create(&t1, NULL, stop_m1, &m1), 0);
+    assert_int_equal(it_stack("stop", "redis-m2"), 0);
+    pthread_join(t1, NULL);
+    assert_int_equal(m1, 0);
+    pthread_join(t, NULL);
+    print_message("holder after losing 2 of 3 masters: %ld %s\n", s.status, s.answer);
+    assert_int_equal(s.status, 503);
+    assert_non_null(strstr(s.answer, "lease_expired"));
+    struct it_audit a;
+    assert_int_equal(it_audit(sku, &a), 0);
+    assert_int_equal(a.sold, 0);
+    assert_int_equal(a.stock, 10);
+    assert_true(a.consistent);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -225,6 +272,8 @@ int main(void)
         cmocka_unit_test(test_release_refused_while_lock_held_too_long),
         cmocka_unit_test(test_redlock_short_lease_renewed),
         cmocka_unit_test(test_redlock_expired_lease_refuses_to_write),
+        cmocka_unit_test_teardown(test_redlock_refuses_once_majority_lost_mid_hold,
+                                  restart_masters),
     };
     return cmocka_run_group_tests(tests, group_setup, NULL);
 }

@@ -50,6 +50,7 @@ static void test_outcome_contract(void **state)
         {DEDUCT_OUT_OF_STOCK, 409, "out_of_stock", 0},
         {DEDUCT_UNKNOWN_SKU, 404, "unknown_sku", 0},
         {DEDUCT_LOCK_TIMEOUT, 503, "lock_timeout", 1},
+        {DEDUCT_LEASE_EXPIRED, 503, "lease_expired", 1},
         {DEDUCT_RETRY_EXHAUSTED, 503, "retry_exhausted", 1},
         {DEDUCT_UNAVAILABLE, 503, "backend_unavailable", 1},
         {DEDUCT_INTERNAL, 500, "internal", 0},
