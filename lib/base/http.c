@@ -211,12 +211,14 @@ static void *pool_main(void *arg)
         if (!st)
             return NULL;   /* stopping and drained */
         run_handler(p->srv, st);
+        /* Once done is set, st belongs to MHD's thread (on_request sends
+         * st->resp after the resume, on_completed frees it): touch it no
+         * more. */
+        struct MHD_Connection *conn = st->req.conn;
         pthread_mutex_lock(&p->mu);
         st->done = 1;
         pthread_mutex_unlock(&p->mu);
-        /* MHD calls on_request again, which sends st->resp; st belongs to
-         * MHD's thread from here on. */
-        MHD_resume_connection(st->req.conn);
+        MHD_resume_connection(conn);
     }
 }
 
