@@ -129,7 +129,7 @@ fuzz-build:
 
 fuzz-run: $(FUZZ_BIN)
 	$(Q)work=$$(mktemp -d /tmp/lab-fuzz.XXXXXX) && \
-	  $(FUZZ_BIN) -max_total_time=$(FUZZ_TIME) -timeout=10 -rss_limit_mb=1024 -print_final_stats=1 \
+	  $(FUZZ_BIN) -max_total_time=$(FUZZ_TIME) -timeout=10 -rss_limit_mb=1024 -max_len=4096 -print_final_stats=1 \
 	    -artifact_prefix=$$work/ $$work tests/fuzz/corpus; rc=$$?; \
 	  if [ $$rc -ne 0 ]; then echo "fuzz: crash input kept in $$work"; else rm -rf $$work; fi; exit $$rc
 

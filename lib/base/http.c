@@ -135,6 +135,8 @@ static enum MHD_Result send_resp(struct MHD_Connection *conn, struct http_resp *
                             r->content_type ? r->content_type : "application/json");
     if (r->retry_after[0])
         MHD_add_response_header(mr, "Retry-After", r->retry_after);
+    if (r->status == 401)   /* RFC 9110: a 401 names the scheme it wants */
+        MHD_add_response_header(mr, "WWW-Authenticate", "Bearer realm=\"oversell-lab\"");
     enum MHD_Result ret = MHD_queue_response(conn, (unsigned int)r->status, mr);
     MHD_destroy_response(mr);
     return ret;
@@ -211,12 +213,14 @@ static void *pool_main(void *arg)
         if (!st)
             return NULL;   /* stopping and drained */
         run_handler(p->srv, st);
+        /* Once done is set, st belongs to MHD's thread (on_request sends
+         * st->resp after the resume, on_completed frees it): touch it no
+         * more. */
+        struct MHD_Connection *conn = st->req.conn;
         pthread_mutex_lock(&p->mu);
         st->done = 1;
         pthread_mutex_unlock(&p->mu);
-        /* MHD calls on_request again, which sends st->resp; st belongs to
-         * MHD's thread from here on. */
-        MHD_resume_connection(st->req.conn);
+        MHD_resume_connection(conn);
     }
 }
 

@@ -25,7 +25,7 @@ rm -f "/tmp/$name.$$.build"
 work=$(mktemp -d /tmp/lab-fuzz.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/corpus"
-build-fuzz/fuzz/fuzz_edge -max_total_time="$secs" -timeout=10 -rss_limit_mb=1024 \
+build-fuzz/fuzz/fuzz_edge -max_total_time="$secs" -timeout=10 -rss_limit_mb=1024 -max_len=4096 \
     -print_final_stats=1 -artifact_prefix="$work/" "$work/corpus" tests/fuzz/corpus \
     > "$work/log" 2>&1
 rc=$?

@@ -246,6 +246,12 @@ static void test_reseed_and_release_need_the_token(void **state)
     it_request("PUT", u, no_auth, "{\"stock\":5}", 11, &r);
     assert_error(&r, 401, "unauthorized");
     it_resp_free(&r);
+    char raw[512], out[4096];
+    int n = snprintf(raw, sizeof(raw),
+                     "PUT /inventory/T-edge-tok HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+                     "Content-Type: application/json\r\nContent-Length: 11\r\n\r\n{\"stock\":5}");
+    assert_int_equal(it_raw(tok_url, raw, (size_t)n, out, sizeof(out)), 401);
+    assert_non_null(strstr(out, "WWW-Authenticate: Bearer"));
     it_request("PUT", u, basic, "{\"stock\":5}", 11, &r);
     assert_error(&r, 401, "unauthorized");
     it_resp_free(&r);
