@@ -6,6 +6,7 @@
 #include <errmsg.h>
 #include <mysqld_error.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -96,6 +97,9 @@ int db_ensure(struct db_conn *c)
     mysql_options(my, MYSQL_OPT_WRITE_TIMEOUT, &t);
     unsigned int proto = MYSQL_PROTOCOL_TCP;
     mysql_options(my, MYSQL_OPT_PROTOCOL, &proto);
+    /* Pinned, not inherited from the client library's default: identifiers
+     * are compared as bytes, so both ends must agree on what the bytes are. */
+    mysql_options(my, MYSQL_SET_CHARSET_NAME, "utf8mb4");
     if (!mysql_real_connect(my, f->host, f->user, f->password,
                             f->dbname[0] ? f->dbname : NULL,
                             (unsigned int)f->port, NULL, 0)) {
@@ -108,8 +112,8 @@ int db_ensure(struct db_conn *c)
     c->my = my;
     c->in_txn = 0;
     char sql[96];
-    snprintf(sql, sizeof(sql), "SET SESSION innodb_lock_wait_timeout=%ld",
-             f->lock_wait_s > 0 ? f->lock_wait_s : 5);
+    c->lock_wait_s = f->lock_wait_s > 0 ? f->lock_wait_s : 5;
+    snprintf(sql, sizeof(sql), "SET SESSION innodb_lock_wait_timeout=%ld", c->lock_wait_s);
     if (mysql_query(my, sql) != 0) {
         classify(c, mysql_errno(my), mysql_error(my));
         disconnect(c);
@@ -363,10 +367,22 @@ int db_begin(struct db_conn *c)
     return rc;
 }
 
+/* The fault knob's counter is per process: "every Nth commit" is what a
+ * flaky network does to the service as a whole. */
+static _Atomic long commits_seen;
+
 int db_commit(struct db_conn *c)
 {
     int rc = db_exec(c, "COMMIT");
     c->in_txn = 0;
+    long every = c->conf->fault_commit_lost;
+    if (rc == DB_OK && every > 0 && ++commits_seen % every == 0) {
+        /* Applied on the server; the client never hears so. */
+        disconnect(c);
+        c->my_errno = CR_SERVER_LOST;
+        snprintf(c->errstr, sizeof(c->errstr), "COMMIT reply lost (fault-commit-lost)");
+        return c->err = DB_EUNAVAIL;
+    }
     return rc;
 }
 
@@ -375,6 +391,21 @@ void db_rollback(struct db_conn *c)
     c->in_txn = 0;
     if (c->my && mysql_query(c->my, "ROLLBACK") != 0)
         disconnect(c);
+}
+
+int db_set_lock_wait(struct db_conn *c, long ms)
+{
+    long s = ms <= 1000 ? 1 : (ms + 999) / 1000;
+    if (db_ensure(c) != DB_OK)
+        return DB_EUNAVAIL;
+    if (s == c->lock_wait_s)
+        return DB_OK;
+    char sql[80];
+    snprintf(sql, sizeof(sql), "SET SESSION innodb_lock_wait_timeout=%ld", s);
+    int rc = db_exec(c, sql);
+    if (rc == DB_OK)
+        c->lock_wait_s = s;
+    return rc;
 }
 
 int db_ping(struct db_conn *c)

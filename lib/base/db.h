@@ -22,6 +22,9 @@ struct db_conf {
     char dbname[64];
     long timeout_ms;         /* connect/read/write timeout: nothing blocks forever */
     long lock_wait_s;        /* innodb_lock_wait_timeout for the session */
+    long fault_commit_lost;  /* fault injection: every Nth COMMIT of the process
+                              * is applied, then its reply is "lost" (the
+                              * connection is dropped); 0 = off */
 };
 
 /* The MySQL rows every option table shares (config.h), for a struct `type`
@@ -40,7 +43,10 @@ struct db_conf {
     {"mysql-timeout", "MYSQL_TIMEOUT_MS", CFG_MS, "5s", 100, 600000,                      \
      offsetof(type, m.timeout_ms), 0, "connect/read/write timeout"},                      \
     {"mysql-lock-wait", "MYSQL_LOCK_WAIT_S", CFG_INT, "5", 1, 3600,                       \
-     offsetof(type, m.lock_wait_s), 0, "innodb_lock_wait_timeout (seconds)"}
+     offsetof(type, m.lock_wait_s), 0, "innodb_lock_wait_timeout (seconds)"},             \
+    {"fault-commit-lost", "LAB_FAULT_COMMIT_LOST", CFG_INT, "0", 0, 1000000,              \
+     offsetof(type, m.fault_commit_lost), 0,                                              \
+     "fault: every Nth COMMIT is applied and its reply lost (0 off)"}
 
 #define DB_STMT_CACHE 32
 
@@ -52,6 +58,7 @@ struct db_conn {
     char errstr[128];
     int in_txn;              /* between db_begin and commit/rollback */
     double last_used;        /* monotonic seconds; idle connections get a ping */
+    long lock_wait_s;        /* the session's innodb_lock_wait_timeout now */
     struct { const char *sql; MYSQL_STMT *stmt; } cache[DB_STMT_CACHE];
 };
 
@@ -85,9 +92,17 @@ long long db_run(struct db_conn *c, const char *sql, const char *in,
 /* Constant SQL without parameters or results (BEGIN, COMMIT, ...). */
 int db_exec(struct db_conn *c, const char *sql);
 int db_begin(struct db_conn *c);
+/* COMMIT. DB_EUNAVAIL means the answer was lost: the transaction may or
+ * may not have been applied (see stock_commit_sale for how a sale finds
+ * out). */
 int db_commit(struct db_conn *c);
 /* Best effort; a failed rollback also drops the connection. */
 void db_rollback(struct db_conn *c);
+
+/* Make the session's row-lock wait at most `ms` (rounded up to whole
+ * seconds, at least 1: InnoDB's unit). A round trip only when it changes.
+ * Returns DB_OK or a negative DB_E* code. */
+int db_set_lock_wait(struct db_conn *c, long ms);
 
 /* Quick round trip for /healthz: DB_OK or DB_EUNAVAIL. */
 int db_ping(struct db_conn *c);

@@ -2,12 +2,30 @@
  * the one route from a service into MySQL and the guards' side state. */
 #include "guard.h"
 
+#include "base/db.h"
 #include "base/metrics.h"
+#include "stock/inflight.h"
 #include "stock/store.h"
 #include "stock/txn.h"
 
 #include <stdio.h>
 #include <string.h>
+
+/* The guard's deduction, with the SKU marked in flight so a reseed waits
+ * for it (and it does not start under a reseed). */
+static void deduct_reserved(const struct guard *g, const struct deduct_env *env,
+                            const struct deduct_req *req, struct deduct_res *res)
+{
+    int rc = inflight_enter(req->sku);
+    if (rc != INFLIGHT_OK) {
+        res->outcome = DEDUCT_UNAVAILABLE;
+        snprintf(res->detail, sizeof(res->detail), "%s",
+                 rc == INFLIGHT_BUSY ? "the SKU is being reseeded" : "too many SKUs in flight");
+        return;
+    }
+    g->deduct(g, env, req, res);
+    inflight_leave(req->sku);
+}
 
 int guard_deduct(const struct guard *g, const struct deduct_env *env,
                  const struct deduct_req *req, struct deduct_res *res)
@@ -19,12 +37,19 @@ int guard_deduct(const struct guard *g, const struct deduct_env *env,
 
     struct ledger_row row;
     int rc = store_ledger_get(env->db, req->order_id, 0, &row);
+    /* MySQL's own row-lock waits (for-update, conditional-update, the
+     * absolute writes) last no longer than the request may wait. */
+    if (rc >= 0) {
+        int w = db_set_lock_wait(env->db, req->lock_wait_ms);
+        if (w < 0)
+            rc = w;
+    }
     if (rc < 0)
         stock_db_failure(env->db, rc, res);
     else if (rc == 1)
-        stock_fill_duplicate(&row, res);
+        stock_fill_duplicate(&row, req, res);
     else
-        g->deduct(g, env, req, res);
+        deduct_reserved(g, env, req, res);
 
     char labels[96];
     snprintf(labels, sizeof(labels), "guard=\"%s\",outcome=\"%s\"", g->name,
@@ -40,15 +65,11 @@ int guard_deduct(const struct guard *g, const struct deduct_env *env,
     return 0;
 }
 
-int guard_seed(const struct deduct_env *env, const char *sku, long long stock,
-               int segments, struct deduct_res *res)
+/* Every guard's side state for sku set to (stock, segments). Returns 0, or
+ * -1 with res naming the guard whose backend failed. */
+static int seed_side_state(const struct deduct_env *env, const char *sku, long long stock,
+                           int segments, struct deduct_res *res)
 {
-    memset(res, 0, sizeof(*res));
-    int rc = store_seed(env->db, sku, stock, segments);
-    if (rc < 0) {
-        stock_db_failure(env->db, rc, res);
-        return -1;
-    }
     size_t n;
     const struct guard *const *all = guard_all(&n);
     for (size_t i = 0; i < n; i++) {
@@ -61,6 +82,61 @@ int guard_seed(const struct deduct_env *env, const char *sku, long long stock,
         }
     }
     return 0;
+}
+
+/* The reseed proper, with the SKU reserved. MySQL's transaction stays open
+ * while the side state is written, so a backend that fails rolls MySQL
+ * back; side state already written is put back to what MySQL still says
+ * (best effort: if that fails too, the floor under every Redis-decided
+ * write keeps the difference a 503, never an oversell). */
+static int seed_reserved(const struct deduct_env *env, const char *sku, long long stock,
+                         int segments, struct deduct_res *res)
+{
+    long long old_stock = 0, old_version, old_initial;
+    int old_segments = 0;
+    int existed = store_info(env->db, sku, &old_stock, &old_version, &old_initial,
+                             &old_segments);
+    int rc = existed < 0 ? existed : db_begin(env->db);
+    if (rc >= 0)
+        rc = store_seed(env->db, sku, stock, segments);
+    if (rc < 0) {
+        db_rollback(env->db);
+        stock_db_failure(env->db, rc, res);
+        return -1;
+    }
+    if (seed_side_state(env, sku, stock, segments, res) != 0) {
+        db_rollback(env->db);
+        struct deduct_res ignored = {0};
+        if (existed == 1)
+            seed_side_state(env, sku, old_stock, old_segments > 0 ? old_segments : segments,
+                            &ignored);
+        return -1;
+    }
+    if ((rc = db_commit(env->db)) < 0) {
+        stock_db_failure(env->db, rc, res);
+        return -1;
+    }
+    return 0;
+}
+
+int guard_seed(const struct deduct_env *env, const char *sku, long long stock,
+               int segments, struct deduct_res *res)
+{
+    memset(res, 0, sizeof(*res));
+    int deducting = 0;
+    int rc = inflight_reseed_begin(sku, &deducting);
+    if (rc != INFLIGHT_OK) {
+        res->outcome = rc == INFLIGHT_BUSY ? DEDUCT_SKU_BUSY : DEDUCT_UNAVAILABLE;
+        snprintf(res->detail, sizeof(res->detail),
+                 rc == INFLIGHT_BUSY
+                     ? "%d deduction(s) of this SKU in flight, or a reseed: try again"
+                     : "too many SKUs in flight (%d)", rc == INFLIGHT_BUSY ? deducting
+                                                                         : INFLIGHT_SLOTS);
+        return -1;
+    }
+    rc = seed_reserved(env, sku, stock, segments, res);
+    inflight_reseed_done(sku);
+    return rc;
 }
 
 int guard_release(const struct deduct_env *env, const char *order_id,

@@ -7,6 +7,8 @@
 #include "base/util.h"
 #include "stock/txn.h"
 
+#include <stdio.h>
+
 static int conditional_deduct(const struct guard *self, const struct deduct_env *env,
                               const struct deduct_req *req, struct deduct_res *res)
 {
@@ -28,6 +30,12 @@ static int conditional_deduct(const struct guard *self, const struct deduct_env 
         return 0;
     }
     util_sleep_ms(req->hold_ms);
+    if (deduct_expired(req)) {
+        db_rollback(env->db);
+        res->outcome = DEDUCT_DEADLINE;
+        snprintf(res->detail, sizeof(res->detail), "request deadline passed; nothing sold");
+        return 0;
+    }
     /* Our own uncommitted row: this read sees exactly what we left. */
     int found = store_read(env->db, req->sku, 0, &stock, &version);
     if (found <= 0) {
@@ -35,9 +43,10 @@ static int conditional_deduct(const struct guard *self, const struct deduct_env 
         goto db_fail;
     }
     if ((n = store_ledger_insert(env->db, req->order_id, req->sku, req->qty, stock,
-                                 self->name, env->instance)) < 0 ||
-        (n = db_commit(env->db)) < 0)
+                                 self->name, env->instance)) < 0)
         goto db_fail;
+    if (stock_commit_sale(env, req, self->name, res) != STOCK_COMMITTED)
+        return 0;
     res->outcome = DEDUCT_SOLD;
     res->remaining = stock;
     return 0;

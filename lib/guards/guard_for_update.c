@@ -30,12 +30,19 @@ static int attempt(const struct guard *self, const struct deduct_env *env,
         return 0;
     }
     util_sleep_ms(req->hold_ms);   /* inside the row lock */
+    if (deduct_expired(req)) {
+        db_rollback(env->db);
+        res->outcome = DEDUCT_DEADLINE;
+        snprintf(res->detail, sizeof(res->detail), "request deadline passed; nothing sold");
+        return 0;
+    }
     long long remaining = stock - req->qty;
     if ((n = store_set_stock(env->db, req->sku, remaining)) < 0 ||
         (n = store_ledger_insert(env->db, req->order_id, req->sku, req->qty,
-                                 remaining, self->name, env->instance)) < 0 ||
-        (n = db_commit(env->db)) < 0)
+                                 remaining, self->name, env->instance)) < 0)
         goto db_fail;
+    if (stock_commit_sale(env, req, self->name, res) != STOCK_COMMITTED)
+        return 0;
     res->outcome = DEDUCT_SOLD;
     res->remaining = remaining;
     return 0;
@@ -60,6 +67,12 @@ static int for_update_deduct(const struct guard *self, const struct deduct_env *
             return 0;
         res->retries++;
         util_sleep_ms(util_backoff_ms(i, 50));
+        if (deduct_expired(req)) {
+            res->outcome = DEDUCT_DEADLINE;
+            snprintf(res->detail, sizeof(res->detail),
+                     "request deadline passed after %d row-lock retries", res->retries);
+            return 0;
+        }
     }
     res->outcome = DEDUCT_RETRY_EXHAUSTED;
     snprintf(res->detail, sizeof(res->detail),

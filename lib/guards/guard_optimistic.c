@@ -14,6 +14,12 @@ static int optimistic_deduct(const struct guard *self, const struct deduct_env *
 {
     for (int i = 0; i <= env->max_retries; i++) {
         long long stock, version, n;
+        if (deduct_expired(req)) {
+            res->outcome = DEDUCT_DEADLINE;
+            snprintf(res->detail, sizeof(res->detail),
+                     "request deadline passed after %d version misses", res->retries);
+            return 0;
+        }
         int found = store_read(env->db, req->sku, 0, &stock, &version);
         if (found < 0) {
             stock_db_failure(env->db, found, res);
@@ -25,6 +31,11 @@ static int optimistic_deduct(const struct guard *self, const struct deduct_env *
             return 0;
         }
         util_sleep_ms(req->hold_ms);
+        if (deduct_expired(req)) {
+            res->outcome = DEDUCT_DEADLINE;
+            snprintf(res->detail, sizeof(res->detail), "request deadline passed; nothing sold");
+            return 0;
+        }
         long long remaining = stock - req->qty;
         if ((n = db_begin(env->db)) < 0 ||
             (n = store_set_stock_if_version(env->db, req->sku, remaining, version)) < 0)
@@ -36,9 +47,10 @@ static int optimistic_deduct(const struct guard *self, const struct deduct_env *
             continue;
         }
         if ((n = store_ledger_insert(env->db, req->order_id, req->sku, req->qty,
-                                     remaining, self->name, env->instance)) < 0 ||
-            (n = db_commit(env->db)) < 0)
+                                     remaining, self->name, env->instance)) < 0)
             goto db_fail;
+        if (stock_commit_sale(env, req, self->name, res) != STOCK_COMMITTED)
+            return 0;
         res->outcome = DEDUCT_SOLD;
         res->remaining = remaining;
         return 0;

@@ -117,7 +117,7 @@ static int redis_decr_deduct(const struct guard *self, const struct deduct_env *
                  "deadline passed after hold_ms; nothing sold, units returned to Redis");
         return 0;
     }
-    if (stock_record_relative(self->name, env, req, res) != 0)
+    if (stock_record_relative(self->name, env, req, res) == STOCK_NOT_COMMITTED)
         give_back(&k, epoch, req);
     return 0;
 }

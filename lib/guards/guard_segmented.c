@@ -194,7 +194,7 @@ static enum seg_try try_segment(const struct guard *self, const struct deduct_en
             res->outcome = DEDUCT_UNAVAILABLE;
         goto out;
     }
-    if (stock_record_relative(self->name, env, req, res) != 0) {
+    if (stock_record_relative(self->name, env, req, res) == STOCK_NOT_COMMITTED) {
         char err[128];
         if (rrec_give_back(rk, key, epoch, req->qty, err, sizeof(err)) < 0)
             fprintf(stderr, "segmented: could not give %ld back to %s segment %d: %s\n",

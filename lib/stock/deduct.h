@@ -51,6 +51,7 @@ static inline double deduct_time_left(const struct deduct_req *r)
     X(DEDUCT_DUPLICATE,       "duplicate",           200, NULL,                  0) \
     X(DEDUCT_OUT_OF_STOCK,    "out_of_stock",        409, "out_of_stock",        0) \
     X(DEDUCT_ORDER_CONFLICT,  "order_id_conflict",   409, "order_id_conflict",   0) \
+    X(DEDUCT_SKU_BUSY,        "sku_busy",            409, "sku_busy",            0) \
     X(DEDUCT_UNKNOWN_SKU,     "unknown_sku",         404, "unknown_sku",         0) \
     X(DEDUCT_LOCK_TIMEOUT,    "lock_timeout",        503, "lock_timeout",        1) \
     X(DEDUCT_RETRY_EXHAUSTED, "retry_exhausted",     503, "retry_exhausted",     1) \

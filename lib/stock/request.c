@@ -5,6 +5,12 @@
 #include <stdio.h>
 #include <string.h>
 
+int req_id_char_ok(unsigned char c)
+{
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+           c == '.' || c == '_' || c == ':' || c == '-';
+}
+
 int req_check_id(const char *what, const char *s, char *err, size_t errlen)
 {
     size_t n = s ? strlen(s) : 0;
@@ -14,9 +20,10 @@ int req_check_id(const char *what, const char *s, char *err, size_t errlen)
     }
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
-        if (c < 0x20 || c == 0x7f || c == '/' || c == '?' || c == '#' || c == '%') {
-            snprintf(err, errlen, "%s contains a forbidden character (byte 0x%02x at %zu)",
-                     what, c, i);
+        if (!req_id_char_ok(c)) {
+            snprintf(err, errlen,
+                     "%s may only hold A-Z a-z 0-9 . _ : - (byte 0x%02x at %zu is not)", what,
+                     c, i);
             return -1;
         }
     }

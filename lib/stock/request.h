@@ -21,9 +21,14 @@ struct req_defaults {
     long lock_ttl_ms;
 };
 
-/* SKUs and order ids: 1..64 bytes, no control characters, none of / ? # %
- * (they travel in URL paths and query strings). */
+/* SKUs, order ids and user ids: 1..64 bytes of A-Z a-z 0-9 . _ : -, and
+ * they are compared as exact bytes everywhere (MySQL binary collation,
+ * Redis keys, lock names). A narrow alphabet keeps every spelling one
+ * identity: no case folding, no trailing-space padding, no Unicode
+ * normalisation, nothing that needs escaping in a URL or a Redis key. */
 int req_check_id(const char *what, const char *s, char *err, size_t errlen);
+/* 1 when c belongs to the identifier alphabet. */
+int req_id_char_ok(unsigned char c);
 
 /* Parse POST /inventory/deduct. Fills out (order_id left "" when absent)
  * and guard (the body's "guard", "" when absent). An empty body is an

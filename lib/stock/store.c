@@ -73,23 +73,21 @@ long long store_ledger_mark_released(struct db_conn *db, const char *order_id)
 
 int store_seed(struct db_conn *db, const char *sku, long long stock, int segments)
 {
-    long long rc;
-    if ((rc = db_begin(db)) < 0)
-        return (int)rc;
-    rc = db_run(db, "INSERT INTO inventory (sku, stock, initial, version, segments) "
-                    "VALUES (?, ?, ?, 0, ?) ON DUPLICATE KEY UPDATE "
-                    "stock=VALUES(stock), initial=VALUES(initial), version=0, "
-                    "segments=VALUES(segments)", "slli", "", sku, stock, stock, segments);
+    /* version goes on counting (never back to 0): an optimistic sale that
+     * read the old row must not match the new one. */
+    long long rc = db_run(db, "INSERT INTO inventory (sku, stock, initial, version, segments) "
+                              "VALUES (?, ?, ?, 0, ?) ON DUPLICATE KEY UPDATE "
+                              "stock=VALUES(stock), initial=VALUES(initial), "
+                              "version=version+1, segments=VALUES(segments)",
+                          "slli", "", sku, stock, stock, segments);
     if (rc >= 0)
         rc = db_run(db, "DELETE FROM ledger WHERE sku=?", "s", "", sku);
-    if (rc >= 0)
-        rc = db_run(db, "DELETE FROM lock_table WHERE lock_name LIKE CONCAT(?, ?, '%')",
-                    "ss", "", KEYS_LOCK_ROW_PREFIX, sku);
-    if (rc < 0) {
-        db_rollback(db);
-        return (int)rc;
+    if (rc >= 0) {
+        char name[KEYS_MAX];
+        keys_lock_row(name, sku);   /* this SKU's row only, never a prefix */
+        rc = db_run(db, "DELETE FROM lock_table WHERE lock_name=?", "s", "", name);
     }
-    return db_commit(db);
+    return rc < 0 ? (int)rc : 0;
 }
 
 int store_remove(struct db_conn *db, const char *sku)

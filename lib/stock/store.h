@@ -37,8 +37,10 @@ long long store_ledger_insert(struct db_conn *db, const char *order_id,
                               const char *sku, long long qty, long long remaining,
                               const char *guard, const char *instance);
 long long store_ledger_mark_released(struct db_conn *db, const char *order_id);
-/* Create or reset a SKU: stock = initial = `stock`, version 0, ledger cleared.
- * Runs its own transaction. */
+/* Create or reset a SKU: stock = initial = `stock`, version bumped (0 for a
+ * new SKU), its ledger and its lock-table row cleared. Runs inside the
+ * caller's transaction (the reseed commits MySQL and the guards' side
+ * state together). Returns 0 or a negative DB_E* code. */
 int store_seed(struct db_conn *db, const char *sku, long long stock, int segments);
 /* Remove a SKU and its ledger (benchmark clean-up). Returns 0 or a
  * negative DB_E* code. */

@@ -2,9 +2,11 @@
 #include "txn.h"
 
 #include "base/db.h"
+#include "base/metrics.h"
 #include "base/util.h"
 
 #include <stdio.h>
+#include <string.h>
 
 void stock_db_failure(struct db_conn *db, int rc, struct deduct_res *res)
 {
@@ -22,8 +24,16 @@ void stock_db_failure(struct db_conn *db, int rc, struct deduct_res *res)
     }
 }
 
-void stock_fill_duplicate(const struct ledger_row *row, struct deduct_res *res)
+void stock_fill_duplicate(const struct ledger_row *row, const struct deduct_req *req,
+                          struct deduct_res *res)
 {
+    if (strcmp(row->sku, req->sku) != 0 || row->qty != req->qty) {
+        res->outcome = DEDUCT_ORDER_CONFLICT;
+        snprintf(res->detail, sizeof(res->detail),
+                 "order_id already names another sale (%lld of %.64s)", row->qty,
+                 row->sku);
+        return;
+    }
     res->outcome = DEDUCT_DUPLICATE;
     res->qty = (long)row->qty;
     res->remaining = row->remaining;
@@ -39,7 +49,7 @@ void stock_conflict_duplicate(const struct deduct_env *env, const struct deduct_
     struct ledger_row row;
     int rc = store_ledger_get(env->db, req->order_id, 0, &row);
     if (rc == 1)
-        stock_fill_duplicate(&row, res);
+        stock_fill_duplicate(&row, req, res);
     else if (rc < 0)
         stock_db_failure(env->db, rc, res);
     else {
@@ -57,6 +67,71 @@ static void txn_failed(const struct deduct_env *env, const struct deduct_req *re
         stock_conflict_duplicate(env, req, res);
     else
         stock_db_failure(env->db, (int)n, res);
+}
+
+/* A COMMIT whose reply never came: ask the commit marker. The locking read
+ * (FOR UPDATE on the unique order_id) waits while the first transaction
+ * still holds the row, so "no row" means it rolled back. */
+static int resolve_lost_commit(const struct deduct_env *env, const struct deduct_req *req,
+                               const char *guard_name)
+{
+    struct ledger_row row;
+    int n = db_begin(env->db);
+    if (n == DB_OK)
+        n = store_ledger_get(env->db, req->order_id, 1, &row);
+    db_rollback(env->db);
+    if (n < 0)
+        return STOCK_COMMIT_UNKNOWN;
+    if (n == 0)
+        return STOCK_NOT_COMMITTED;
+    /* The row could be another request's with the same order id (a repeat
+     * racing us on another instance): only ours if it matches us. */
+    return strcmp(row.sku, req->sku) == 0 && row.qty == req->qty &&
+                   strcmp(row.guard, guard_name) == 0 &&
+                   strcmp(row.instance, env->instance) == 0
+               ? STOCK_COMMITTED
+               : STOCK_NOT_COMMITTED;
+}
+
+int stock_commit_sale(const struct deduct_env *env, const struct deduct_req *req,
+                      const char *guard_name, struct deduct_res *res)
+{
+    int rc = db_commit(env->db);
+    if (rc == DB_OK)
+        return STOCK_COMMITTED;
+    if (rc != DB_EUNAVAIL) {
+        txn_failed(env, req, rc, res);
+        return STOCK_NOT_COMMITTED;
+    }
+    char lost[128];
+    snprintf(lost, sizeof(lost), "%s", env->db->errstr);
+    int r = resolve_lost_commit(env, req, guard_name);
+    metrics_add("lab_commit_lost_total",
+                r == STOCK_COMMITTED       ? "resolved=\"applied\""
+                : r == STOCK_NOT_COMMITTED ? "resolved=\"not_applied\""
+                                           : "resolved=\"unknown\"", 1);
+    if (r == STOCK_NOT_COMMITTED) {
+        res->outcome = DEDUCT_UNAVAILABLE;
+        snprintf(res->detail, sizeof(res->detail), "MySQL lost the COMMIT: %.100s", lost);
+        res->remaining = 0;
+    } else if (r == STOCK_COMMIT_UNKNOWN) {
+        res->outcome = DEDUCT_UNAVAILABLE;
+        snprintf(res->detail, sizeof(res->detail),
+                 "COMMIT outcome unknown (%.50s): repeat with the same order_id", lost);
+    }
+    return r;
+}
+
+/* The deadline passed while the guard was held or waited for: give up
+ * before writing, so a caller that has stopped waiting finds nothing done. */
+static int past_deadline(const struct deduct_req *req, struct deduct_res *res)
+{
+    if (!deduct_expired(req))
+        return 0;
+    res->outcome = DEDUCT_DEADLINE;
+    snprintf(res->detail, sizeof(res->detail),
+             "request deadline passed before the write; nothing was sold");
+    return 1;
 }
 
 int stock_rmw(const char *guard_name, const struct deduct_env *env,
@@ -78,16 +153,19 @@ int stock_rmw(const char *guard_name, const struct deduct_env *env,
         return 0;
     }
     util_sleep_ms(req->hold_ms);   /* the seeds' slow business call */
+    if (past_deadline(req, res))
+        return 0;
     long long remaining = stock - req->qty;
     long long n;
     if ((n = db_begin(env->db)) < 0 ||
         (n = store_set_stock(env->db, req->sku, remaining)) < 0 ||
         (n = store_ledger_insert(env->db, req->order_id, req->sku, req->qty,
-                                 remaining, guard_name, env->instance)) < 0 ||
-        (n = db_commit(env->db)) < 0) {
+                                 remaining, guard_name, env->instance)) < 0) {
         txn_failed(env, req, n, res);
         return 0;
     }
+    if (stock_commit_sale(env, req, guard_name, res) != STOCK_COMMITTED)
+        return 0;
     res->outcome = DEDUCT_SOLD;
     res->remaining = remaining;
     res->qty = req->qty;
@@ -98,28 +176,45 @@ int stock_record_relative(const char *guard_name, const struct deduct_env *env,
                           const struct deduct_req *req, struct deduct_res *res)
 {
     long long n, stock = 0, version;
-    if ((n = db_begin(env->db)) < 0 || (n = store_add_stock(env->db, req->sku, -req->qty)) < 0)
+    if (past_deadline(req, res))
+        return STOCK_NOT_COMMITTED;
+    if ((n = db_begin(env->db)) < 0 ||
+        (n = store_take_if_enough(env->db, req->sku, req->qty)) < 0)
         goto fail;
-    if (n == 0) {
-        db_rollback(env->db);
-        res->outcome = DEDUCT_UNKNOWN_SKU;
-        return -1;
-    }
     int found = store_read(env->db, req->sku, 0, &stock, &version);
     if (found <= 0) {
-        n = found < 0 ? found : DB_ERR;
+        if (found == 0) {
+            db_rollback(env->db);
+            res->outcome = DEDUCT_UNKNOWN_SKU;
+            return STOCK_NOT_COMMITTED;
+        }
+        n = found;
         goto fail;
     }
+    if (n == 0) {
+        /* Redis sold a unit MySQL does not have: the two disagree. Refuse
+         * rather than drive MySQL below zero. */
+        db_rollback(env->db);
+        metrics_add("lab_stock_divergence_total", "", 1);
+        res->outcome = DEDUCT_UNAVAILABLE;
+        res->remaining = stock;
+        snprintf(res->detail, sizeof(res->detail),
+                 "MySQL has %lld left, fewer than Redis sold (%ld): refused",
+                 stock, req->qty);
+        return STOCK_NOT_COMMITTED;
+    }
     if ((n = store_ledger_insert(env->db, req->order_id, req->sku, req->qty, stock,
-                                 guard_name, env->instance)) < 0 ||
-        (n = db_commit(env->db)) < 0)
+                                 guard_name, env->instance)) < 0)
         goto fail;
+    int c = stock_commit_sale(env, req, guard_name, res);
+    if (c != STOCK_COMMITTED)
+        return c;
     res->outcome = DEDUCT_SOLD;
     res->remaining = stock;
     return 0;
 fail:
     txn_failed(env, req, n, res);
-    return -1;
+    return STOCK_NOT_COMMITTED;
 }
 
 int stock_release(struct db_conn *db, const char *order_id, struct ledger_row *row)
@@ -132,8 +227,20 @@ int stock_release(struct db_conn *db, const char *order_id, struct ledger_row *r
         return n == 0 ? STOCK_UNKNOWN_ORDER : STOCK_ALREADY_RELEASED;
     }
     if ((n = store_add_stock(db, row->sku, row->qty)) < 0 ||
-        (n = store_ledger_mark_released(db, order_id)) < 0 ||
-        (n = db_commit(db)) < 0)
+        (n = store_ledger_mark_released(db, order_id)) < 0)
+        goto fail;
+    if ((n = db_commit(db)) == DB_EUNAVAIL) {
+        /* The reply was lost: the released flag is the commit marker. */
+        struct ledger_row again;
+        int m = db_begin(db);
+        if (m == DB_OK)
+            m = store_ledger_get(db, order_id, 1, &again);
+        db_rollback(db);
+        if (m == 1 && again.released)
+            return STOCK_RELEASED;
+        return DB_EUNAVAIL;
+    }
+    if (n < 0)
         goto fail;
     return STOCK_RELEASED;
 fail:

@@ -15,14 +15,36 @@ int stock_rmw(const char *guard_name, const struct deduct_env *env,
               const struct deduct_req *req, struct deduct_res *res);
 
 /* Record a sale whose check happened outside MySQL (Redis): in one
- * transaction, stock -= qty and the ledger row. Fills res (SOLD, DUPLICATE
- * or a failure) and returns 0 only when sold: on anything else the caller
- * gives its side state back. */
+ * transaction, stock -= qty (only while stock >= qty: a Redis that believes
+ * in more units than MySQL has costs a 503, never an oversell) and the
+ * ledger row. Fills res (SOLD, DUPLICATE or a failure). Returns 0 when
+ * sold; STOCK_NOT_COMMITTED when nothing was written (the caller gives its
+ * side state back); STOCK_COMMIT_UNKNOWN when the COMMIT's outcome could
+ * not be learnt (the caller keeps its side state taken: an undersell at
+ * worst). */
 int stock_record_relative(const char *guard_name, const struct deduct_env *env,
                           const struct deduct_req *req, struct deduct_res *res);
 
-/* The first sale of a ledger row, as a DUPLICATE result. */
-void stock_fill_duplicate(const struct ledger_row *row, struct deduct_res *res);
+/* The first sale of a ledger row, as a DUPLICATE result — or, when `req`
+ * asks for another SKU or quantity under the same order id, an
+ * ORDER_CONFLICT (an order id names one sale, never two). */
+void stock_fill_duplicate(const struct ledger_row *row, const struct deduct_req *req,
+                          struct deduct_res *res);
+
+/* What stock_commit_sale learnt. */
+enum stock_commit {
+    STOCK_COMMITTED = 0,       /* the sale is in the ledger */
+    STOCK_NOT_COMMITTED = -1,  /* certainly not applied: compensate */
+    STOCK_COMMIT_UNKNOWN = -2, /* could not find out: do NOT compensate */
+};
+
+/* COMMIT the open transaction that wrote req's ledger row. A COMMIT whose
+ * reply was lost is resolved by its commit marker, the ledger row: a
+ * locking read on a fresh connection waits for the old transaction to
+ * finish, then finds the row (applied) or not. On failure res is filled;
+ * returns an enum stock_commit. */
+int stock_commit_sale(const struct deduct_env *env, const struct deduct_req *req,
+                      const char *guard_name, struct deduct_res *res);
 
 /* After the ledger's unique key refused our insert (DB_EDUP): answer with
  * the first sale of req->order_id. */

@@ -123,7 +123,13 @@ static void *worker_main(void *arg)
 
 static int seed(struct db_conn *c, const struct rawdb_conf *conf)
 {
-    return store_seed(c, conf->sku, RAWDB_STOCK, 0) < 0 ? -1 : 0;
+    if (db_begin(c) < 0)
+        return -1;
+    if (store_seed(c, conf->sku, RAWDB_STOCK, 0) < 0) {
+        db_rollback(c);
+        return -1;
+    }
+    return db_commit(c) < 0 ? -1 : 0;
 }
 
 int main(int argc, char **argv)

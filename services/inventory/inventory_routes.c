@@ -116,12 +116,53 @@ static void answer_deduct(const struct deduct_req *dr, const struct deduct_res *
     answer_failure(r, detail, resp);
 }
 
+/* Room past lock_wait_ms + hold_ms for the MySQL round trips of a sale. */
+#define DEADLINE_MARGIN_MS 1000
+/* What a caller's X-Deadline-Ms is trimmed by: the answer's trip back. */
+#define DEADLINE_CALLER_SLACK_MS 50
+
+/* One deadline for the whole request, every retry included: lock_wait_ms
+ * + hold_ms + a margin from the first byte, or sooner when the caller says
+ * it stops waiting sooner (X-Deadline-Ms: its remaining budget). The lock
+ * wait is trimmed to what the deadline leaves after hold_ms. Returns -1
+ * after answering (bad header, or no time left). */
+static int set_deadline(const struct http_req *req, struct deduct_req *dr,
+                        struct http_resp *resp)
+{
+    double budget_ms = (double)(dr->lock_wait_ms + dr->hold_ms + DEADLINE_MARGIN_MS);
+    const char *h = http_header(req, "X-Deadline-Ms");
+    if (h) {
+        char *end;
+        long ms = strtol(h, &end, 10);
+        if (end == h || *end || ms < 1 || ms > 3600000) {
+            http_error(resp, 400, "bad_request",
+                       "X-Deadline-Ms must be an integer 1..3600000 (milliseconds)");
+            return -1;
+        }
+        if (ms - DEADLINE_CALLER_SLACK_MS < budget_ms)
+            budget_ms = (double)(ms - DEADLINE_CALLER_SLACK_MS);
+    }
+    dr->deadline = req->started + budget_ms / 1000.0;
+    long left_ms = (long)(deduct_time_left(dr) * 1000.0) - dr->hold_ms;
+    if (budget_ms <= 0 || left_ms <= 0) {
+        snprintf(resp->retry_after, sizeof(resp->retry_after), "1");
+        http_error(resp, 503, "deadline_exceeded",
+                   "the caller's deadline leaves no time for hold_ms %ld", dr->hold_ms);
+        return -1;
+    }
+    if (dr->lock_wait_ms > left_ms)
+        dr->lock_wait_ms = left_ms;
+    return 0;
+}
+
 static void run_deduct(const struct inv_conf *c, const struct http_req *req,
                        struct deduct_req *dr, const char *body_guard,
                        struct http_resp *resp, const char **guard_label)
 {
     const struct guard *g = pick_guard(c, req, body_guard, resp);
     if (!g)
+        return;
+    if (set_deadline(req, dr, resp) != 0)
         return;
     *guard_label = g->name;
     if (!dr->order_id[0])
@@ -218,9 +259,14 @@ static void handle_seed(const struct inv_conf *c, const struct http_req *req,
         answer_failure(&r, NULL, resp);
         return;
     }
+    /* The version goes on counting across reseeds: report the real one. */
+    long long now_stock = stock, version = 0, initial = stock;
+    int now_segments = segments;
+    if (store_info(env.db, sku, &now_stock, &version, &initial, &now_segments) < 0)
+        version = -1;   /* committed; only the echo failed */
     http_json(resp, 200, json_pack("{s:b,s:s,s:I,s:I,s:I,s:i}", "ok", 1, "sku", sku,
                                    "stock", (json_int_t)stock, "initial", (json_int_t)stock,
-                                   "version", (json_int_t)0, "segments", segments));
+                                   "version", (json_int_t)version, "segments", segments));
 }
 
 static void handle_state(const struct inv_conf *c, const char *sku, struct http_resp *resp)
