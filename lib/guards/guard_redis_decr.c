@@ -126,10 +126,17 @@ static int redis_decr_deduct(const struct guard *self, const struct deduct_env *
                  "deadline passed after hold_ms; nothing sold, units returned to Redis");
         return 0;
     }
-    /* Units stay taken when the COMMIT's outcome is unknown: an undersell
-     * at worst, never a unit sold twice. */
-    if (stock_record_relative(self->name, env, req, res) == STOCK_NOT_COMMITTED)
+    /* Refused: the units go back into their epoch. Floor refusal or a
+     * COMMIT with no known outcome: Redis is reconciled from MySQL instead,
+     * so a unit is neither sold twice nor lost. */
+    int rc = stock_record_relative(self->name, env, req, res);
+    if (rc == STOCK_NOT_COMMITTED) {
         give_back(&k, epoch, req);
+    } else if (rc == STOCK_DIVERGED || rc == STOCK_COMMIT_UNKNOWN) {
+        char err[128];
+        if (rrec_distrust(&k, epoch, NULL, 0, err, sizeof(err)) < 0)
+            fprintf(stderr, "redis-decr: could not start reconciling %s: %s\n", req->sku, err);
+    }
     return 0;
 }
 

@@ -194,11 +194,23 @@ static enum seg_try try_segment(const struct guard *self, const struct deduct_en
             res->outcome = DEDUCT_UNAVAILABLE;
         goto out;
     }
-    if (stock_record_relative(self->name, env, req, res) == STOCK_NOT_COMMITTED) {
+    int rec = stock_record_relative(self->name, env, req, res);
+    if (rec == STOCK_NOT_COMMITTED) {
         char err[128];
         if (rrec_give_back(rk, key, epoch, req->qty, err, sizeof(err)) < 0)
             fprintf(stderr, "segmented: could not give %ld back to %s segment %d: %s\n",
                     req->qty, req->sku, i, err);
+        goto out;
+    }
+    if (rec == STOCK_DIVERGED || rec == STOCK_COMMIT_UNKNOWN) {
+        char segs[SEG_MAX][KEYS_MAX], err[128];
+        const char *drop[SEG_MAX];
+        for (int s = 0; s < SEG_MAX; s++) {
+            keys_seg(segs[s], req->sku, s);
+            drop[s] = segs[s];
+        }
+        if (rrec_distrust(rk, epoch, drop, SEG_MAX, err, sizeof(err)) < 0)
+            fprintf(stderr, "segmented: could not start reconciling %s: %s\n", req->sku, err);
         goto out;
     }
     result = SEG_SOLD;

@@ -92,6 +92,18 @@ static struct rconn_script release_script = RCONN_SCRIPT(
     "redis.call('INCRBY', KEYS[4], ARGV[1]) "
     "return 1");
 
+/* KEYS[1] state, KEYS[2] epoch, KEYS[3] marker, KEYS[4..] the state's
+ * other keys; ARGV[1] epoch, ARGV[2] horizon ms, ARGV[3] token. 1 dropped
+ * and the wait started; 0 the state is gone or another epoch. */
+static struct rconn_script diverged_script = RCONN_SCRIPT(
+    "if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end "
+    "if (redis.call('GET', KEYS[2]) or '') ~= ARGV[1] then return 0 end "
+    LUA_NOW
+    "for i = 4, #KEYS do redis.call('DEL', KEYS[i]) end "
+    "redis.call('DEL', KEYS[1]) "
+    "redis.call('SET', KEYS[3], string.format('%.0f', now + tonumber(ARGV[2])) .. '-' .. ARGV[3]) "
+    "return 1");
+
 static void random_hex(char out[17])
 {
     snprintf(out, 17, "%016" PRIx64, util_rand());
@@ -312,6 +324,38 @@ int rrec_release(const struct rrec *k, const char *target, const char *const *dr
     if (rc == 2)
         fprintf(stderr, "%s: a release landed right after a reload of %s; reconciling it "
                 "again\n", k->guard, k->state);
+    return rc < 0 ? -1 : (int)rc;
+}
+
+int rrec_distrust(const struct rrec *k, const char *epoch, const char *const *drop, int ndrop,
+                  char *err, size_t errlen)
+{
+    const char *argv[3 + SEG_MAX + 3];
+    char horizon[24], token[17];
+    if (ndrop < 0 || ndrop > SEG_MAX) {
+        snprintf(err, errlen, "too many keys to drop");
+        return -1;
+    }
+    num(horizon, redis_shared_conf.reload_wait_ms);
+    random_hex(token);
+    int nkeys = 0;
+    argv[nkeys++] = k->state;
+    argv[nkeys++] = k->epoch;
+    argv[nkeys++] = k->marker;
+    for (int i = 0; i < ndrop; i++)
+        argv[nkeys++] = drop[i];
+    int argc = nkeys;
+    argv[argc++] = epoch;
+    argv[argc++] = horizon;
+    argv[argc++] = token;
+    long long rc = run_int(&diverged_script, nkeys, argc, argv, err, errlen);
+    if (rc == 1) {
+        char labels[64];
+        snprintf(labels, sizeof(labels), "guard=\"%s\"", k->guard);
+        metrics_add("lab_redis_divergence_reconciles_total", labels, 1);
+        fprintf(stderr, "%s: MySQL holds fewer units than %s said; reconciling it\n", k->guard,
+                k->state);
+    }
     return rc < 0 ? -1 : (int)rc;
 }
 

@@ -83,6 +83,17 @@ int rrec_set_if_epoch(const struct rrec *k, const char *target, const char *epoc
 int rrec_release(const struct rrec *k, const char *target, const char *const *drop, int ndrop,
                  long qty, char *err, size_t errlen);
 
+/* Redis can no longer be trusted for a sale decided in `epoch`: MySQL
+ * refused it because it holds fewer units than Redis believed (the floor),
+ * or the COMMIT's outcome could not be learnt (MySQL went away mid-commit).
+ * Giving the units back could count them twice, keeping them could lose
+ * them; so the state (k->state and drop[]) is dropped and the reconcile
+ * wait started, if it is still that epoch's. The reload then reads MySQL,
+ * the truth, once in-flight sales are done. Returns 1 started, 0 not needed
+ * (already lost or replaced), -1 with err. */
+int rrec_distrust(const struct rrec *k, const char *epoch, const char *const *drop, int ndrop,
+                  char *err, size_t errlen);
+
 /* For GET /inventory/{sku}: 1 when the state is there, 0 when it is being
  * reconciled (*left_ms until the reload may run; the wait starts now if
  * nobody had noticed), -1 with err. */

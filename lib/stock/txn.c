@@ -207,9 +207,9 @@ int stock_record_relative(const char *guard_name, const struct deduct_env *env,
         res->outcome = DEDUCT_UNAVAILABLE;
         res->remaining = stock;
         snprintf(res->detail, sizeof(res->detail),
-                 "MySQL has %lld left, fewer than Redis sold (%ld): refused",
-                 stock, req->qty);
-        return STOCK_NOT_COMMITTED;
+                 "MySQL has %lld left, fewer than Redis sold (%ld): refused; "
+                 "reconciling Redis", stock, req->qty);
+        return STOCK_DIVERGED;
     }
     if ((n = store_ledger_insert(env->db, req->order_id, req->sku, req->qty, stock,
                                  guard_name, env->instance)) < 0)

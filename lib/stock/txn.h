@@ -27,9 +27,10 @@ int stock_rmw_checked(const char *guard_name, const struct deduct_env *env,
  * in more units than MySQL has costs a 503, never an oversell) and the
  * ledger row. Fills res (SOLD, DUPLICATE or a failure). Returns 0 when
  * sold; STOCK_NOT_COMMITTED when nothing was written (the caller gives its
- * side state back); STOCK_COMMIT_UNKNOWN when the COMMIT's outcome could
- * not be learnt (the caller keeps its side state taken: an undersell at
- * worst). */
+ * side state back); STOCK_DIVERGED when the floor refused it, and
+ * STOCK_COMMIT_UNKNOWN when the COMMIT's outcome could not be learnt: in
+ * both the caller neither gives back nor keeps, it has its side state
+ * reconciled with MySQL. */
 int stock_record_relative(const char *guard_name, const struct deduct_env *env,
                           const struct deduct_req *req, struct deduct_res *res);
 
@@ -44,6 +45,10 @@ enum stock_commit {
     STOCK_COMMITTED = 0,       /* the sale is in the ledger */
     STOCK_NOT_COMMITTED = -1,  /* certainly not applied: compensate */
     STOCK_COMMIT_UNKNOWN = -2, /* could not find out: do NOT compensate */
+    STOCK_DIVERGED = -3,       /* (stock_record_relative) MySQL holds fewer units
+                                * than the side state sold: nothing written; the
+                                * side state is wrong and must be reconciled,
+                                * not given the units back */
 };
 
 /* COMMIT the open transaction that wrote req's ledger row. A COMMIT whose
