@@ -4,6 +4,8 @@
 #   make test       unit + integration tests (own MariaDB/Redis on free ports)
 #   make asan/tsan  the same tests under AddressSanitizer+UBSan / ThreadSanitizer
 #   make demo       the comparison demo          make bench   benchmarks
+#   make compose-test  the lab under docker-compose on a real engine (root;
+#                   starts a private dockerd when none answers)
 #   V=1             show full commands
 
 CC       ?= cc
@@ -62,7 +64,7 @@ UNITS  := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%,$(UNIT_SRC))
 ITESTS := $(patsubst tests/integration/%.c,$(BUILD)/tests/integration/%,$(IT_SRC))
 
 .SECONDARY:
-.PHONY: all test unit itest asan tsan demo bench clean stack-up stack-down
+.PHONY: all test unit itest asan tsan demo bench clean stack-up stack-down compose-test
 all: $(BINS) $(TOOLS) $(UNITS) $(ITESTS)
 
 $(BUILD)/obj/%.o: %.c
@@ -131,6 +133,12 @@ demo: all
 
 bench: all
 	$(Q)LAB_BUILD=$(BUILD) bash loadtest/bench
+
+# tests/compose/run: engine (existing or private), images (pulled, or built
+# offline by deploy/docker/offline-images), then the profiles under load;
+# uses $(BUILD)/bin/loadgen on the host.
+compose-test: all
+	$(Q)LAB_BUILD=$(BUILD) bash tests/compose/run
 
 clean:
 	rm -rf build build-asan build-tsan
