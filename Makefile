@@ -6,6 +6,8 @@
 #   make fuzz       libFuzzer over the HTTP edge and request parsing (clang,
 #                   FUZZ_TIME=300 s; `make test` runs it 20 s via tests/checks)
 #   make demo       the comparison demo          make bench   benchmarks
+#   make compose-test  the lab under docker-compose on a real engine (root;
+#                   starts a private dockerd when none answers)
 #   V=1             show full commands
 
 CC       ?= cc
@@ -68,7 +70,7 @@ UNITS  := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%,$(UNIT_SRC))
 ITESTS := $(patsubst tests/integration/%.c,$(BUILD)/tests/integration/%,$(IT_SRC))
 
 .SECONDARY:
-.PHONY: all test unit itest asan tsan demo bench clean stack-up stack-down fuzz fuzz-build fuzz-run
+.PHONY: all test unit itest asan tsan demo bench clean stack-up stack-down fuzz fuzz-build fuzz-run compose-test
 all: $(BINS) $(TOOLS) $(UNITS) $(ITESTS)
 
 $(BUILD)/obj/%.o: %.c
@@ -158,6 +160,12 @@ demo: all
 
 bench: all
 	$(Q)LAB_BUILD=$(BUILD) bash loadtest/bench
+
+# tests/compose/run: engine (existing or private), images (pulled, or built
+# offline by deploy/docker/offline-images), then the profiles under load;
+# uses $(BUILD)/bin/loadgen on the host.
+compose-test: all
+	$(Q)LAB_BUILD=$(BUILD) bash tests/compose/run
 
 clean:
 	rm -rf build build-asan build-tsan build-fuzz

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The image's entrypoint (POSIX sh: it runs under debian-slim's dash) and the
-# compose check scripts are shellcheck-clean.
+# The image's entrypoint (POSIX sh: it runs under debian-slim's dash), the
+# compose check scripts, deploy/docker/offline-images with the stand-ins'
+# entrypoints and the compose test (tests/compose/run) are shellcheck-clean.
 # Exit 0 pass, 77 skip (no shellcheck), 1 fail.
 set -u
 cd "$(dirname "$0")/../.." || exit 1
@@ -14,7 +15,8 @@ head -1 "$entrypoint" | grep -qx '#!/bin/sh' \
 [ -x "$entrypoint" ] || { echo "$name: FAIL: $entrypoint is not executable"; exit 1; }
 
 files=("$entrypoint")
-for f in tests/checks/test_compose_*.sh; do
+for f in tests/checks/test_compose_*.sh deploy/docker/offline-images \
+         deploy/docker/*/entrypoint.sh tests/compose/run; do
     [ -f "$f" ] && files+=("$f")
 done
 if ! out=$(shellcheck -x -f gcc "${files[@]}" 2>&1); then
