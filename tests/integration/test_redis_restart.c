@@ -96,10 +96,12 @@ static int backends_up(void **state)
     return 0;
 }
 
+/* Written once, before any load thread reads it. */
 static const char *deduct_url(int i)
 {
     static char u[2][256];
-    snprintf(u[i], sizeof(u[i]), "%s/inventory/deduct", it.inventory[i]);
+    if (!u[i][0])
+        snprintf(u[i], sizeof(u[i]), "%s/inventory/deduct", it.inventory[i]);
     return u[i];
 }
 
