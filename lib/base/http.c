@@ -36,6 +36,7 @@ struct http_server {
     http_handler_fn fn;
     void *app;
     const char *control[HTTP_MAX_CONTROL + 1];
+    const char *inline_paths[HTTP_MAX_CONTROL + 1];
     struct http_pool work, ctl;
 };
 
@@ -293,6 +294,14 @@ static int pool_start(struct http_pool *p, struct http_server *s, long n)
     return 0;
 }
 
+static int path_in(const char *const *list, const char *path)
+{
+    for (int i = 0; list[i]; i++)
+        if (strcmp(list[i], path) == 0)
+            return 1;
+    return 0;
+}
+
 static struct http_pool *pool_for(struct http_server *s, const char *path)
 {
     for (int i = 0; s->control[i]; i++)
@@ -336,7 +345,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
         return send_resp(conn, &st->resp);
     }
     st->req.body = st->buf;
-    if (edge_reject(st, &st->resp) == 0) {
+    if (edge_reject(st, &st->resp) == 0 && path_in(s->inline_paths, st->req.path)) {
+        /* Never blocks: a hand-off would cost more than the answer. */
+        run_handler(s, st);
+    } else if (!st->resp.text) {
         st->dispatched = 1;
         if (pool_submit(pool, st) == 0)
             return MHD_YES;
@@ -360,8 +372,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 }
 
 struct http_server *http_start(const char *bind_addr, long port, long threads,
-                               const char *const *control, http_handler_fn fn, void *app,
-                               char *err, size_t errlen)
+                               const char *const *control, const char *const *inline_paths,
+                               http_handler_fn fn, void *app, char *err, size_t errlen)
 {
     struct sockaddr_in sa;
     memset(&sa, 0, sizeof(sa));
@@ -380,6 +392,8 @@ struct http_server *http_start(const char *bind_addr, long port, long threads,
     s->app = app;
     for (int i = 0; control && control[i] && i < HTTP_MAX_CONTROL; i++)
         s->control[i] = control[i];
+    for (int i = 0; inline_paths && inline_paths[i] && i < HTTP_MAX_CONTROL; i++)
+        s->inline_paths[i] = inline_paths[i];
     if (pool_start(&s->work, s, threads) != 0 ||
         pool_start(&s->ctl, s, HTTP_CONTROL_THREADS) != 0) {
         snprintf(err, errlen, "cannot start %ld worker threads", threads);

@@ -41,11 +41,13 @@ struct http_server;
 
 /* Start listening on bind:port with `threads` worker threads for the
  * handler (plus HTTP_CONTROL_THREADS for the paths in `control`, a
- * NULL-terminated list that may be NULL). Returns NULL and fills err on
- * failure (port taken, bad address, no threads). */
+ * NULL-terminated list that may be NULL). Paths in `inline_paths` (same
+ * form) are answered on MHD's own thread, with no hand-off: only for
+ * handlers that never block (the app's promise). Returns NULL and fills
+ * err on failure (port taken, bad address, no threads). */
 struct http_server *http_start(const char *bind_addr, long port, long threads,
-                               const char *const *control, http_handler_fn fn, void *app,
-                               char *err, size_t errlen);
+                               const char *const *control, const char *const *inline_paths,
+                               http_handler_fn fn, void *app, char *err, size_t errlen);
 /* Stop serving: requests already handed to a worker finish, later ones get
  * 503; joins every thread; accepts NULL. */
 void http_stop(struct http_server *s);

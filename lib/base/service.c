@@ -50,7 +50,8 @@ int service_admin_check(const char *token, const struct http_req *req,
 }
 
 int service_run(const char *name, const char *bind, long port, long threads,
-                http_handler_fn fn, void *app, const char *banner)
+                const char *const *inline_paths, http_handler_fn fn, void *app,
+                const char *banner)
 {
     sigset_t sigs;
     sigemptyset(&sigs);
@@ -64,7 +65,7 @@ int service_run(const char *name, const char *bind, long port, long threads,
     static const char *const control[] = {"/healthz", "/metrics", NULL};
     char err[256];
     struct http_server *srv =
-        http_start(bind, port, threads, control, fn, app, err, sizeof(err));
+        http_start(bind, port, threads, control, inline_paths, fn, app, err, sizeof(err));
     if (!srv) {
         fprintf(stderr, "%s: %s\n", name, err);
         return 1;

@@ -22,9 +22,12 @@ int service_admin_check(const char *token, const struct http_req *req,
 
 /* Block SIGINT/SIGTERM (every thread inherits the mask), ignore SIGPIPE,
  * listen on bind:port with `threads` workers, print "<name> <banner>" and
- * serve until a signal arrives, then stop. Returns 0, or 1 when the port
- * cannot be listened on (the reason printed on stderr). */
+ * serve until a signal arrives, then stop. `inline_paths` (NULL-terminated,
+ * may be NULL): routes whose handler never blocks, answered on the HTTP
+ * I/O threads without a hand-off (http_start). Returns 0, or 1 when the
+ * port cannot be listened on (the reason printed on stderr). */
 int service_run(const char *name, const char *bind, long port, long threads,
-                http_handler_fn fn, void *app, const char *banner);
+                const char *const *inline_paths, http_handler_fn fn, void *app,
+                const char *banner);
 
 #endif

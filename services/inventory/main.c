@@ -39,7 +39,10 @@ int main(int argc, char **argv)
     snprintf(banner, sizeof(banner), "%s listening on %s:%ld, guard %s, mysql %s:%ld/%s",
              conf.instance, conf.bind, conf.port, conf.guard, conf.db.host, conf.db.port,
              conf.db.dbname);
-    rc = service_run("inventory", conf.bind, conf.port, conf.threads, inv_handle, &conf, banner);
+    /* GET /guards reads only the static guard table: no hand-off. */
+    static const char *const inline_paths[] = {"/guards", NULL};
+    rc = service_run("inventory", conf.bind, conf.port, conf.threads, inline_paths, inv_handle,
+                     &conf, banner);
     guard_fini_all();
     db_global_end();
     return rc;
