@@ -7,8 +7,6 @@
 #include "base/util.h"
 #include "stock/txn.h"
 
-#include <stdio.h>
-
 static int conditional_deduct(const struct guard *self, const struct deduct_env *env,
                               const struct deduct_req *req, struct deduct_res *res)
 {
@@ -30,10 +28,8 @@ static int conditional_deduct(const struct guard *self, const struct deduct_env 
         return 0;
     }
     util_sleep_ms(req->hold_ms);
-    if (deduct_expired(req)) {
+    if (stock_past_deadline(req, res)) {
         db_rollback(env->db);
-        res->outcome = DEDUCT_DEADLINE;
-        snprintf(res->detail, sizeof(res->detail), "request deadline passed; nothing sold");
         return 0;
     }
     /* Our own uncommitted row: this read sees exactly what we left. */

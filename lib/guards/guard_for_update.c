@@ -30,10 +30,8 @@ static int attempt(const struct guard *self, const struct deduct_env *env,
         return 0;
     }
     util_sleep_ms(req->hold_ms);   /* inside the row lock */
-    if (deduct_expired(req)) {
+    if (stock_past_deadline(req, res)) {
         db_rollback(env->db);
-        res->outcome = DEDUCT_DEADLINE;
-        snprintf(res->detail, sizeof(res->detail), "request deadline passed; nothing sold");
         return 0;
     }
     long long remaining = stock - req->qty;
@@ -67,12 +65,8 @@ static int for_update_deduct(const struct guard *self, const struct deduct_env *
             return 0;
         res->retries++;
         util_sleep_ms(util_backoff_ms(i, 50));
-        if (deduct_expired(req)) {
-            res->outcome = DEDUCT_DEADLINE;
-            snprintf(res->detail, sizeof(res->detail),
-                     "request deadline passed after %d row-lock retries", res->retries);
+        if (stock_past_deadline(req, res))
             return 0;
-        }
     }
     res->outcome = DEDUCT_RETRY_EXHAUSTED;
     snprintf(res->detail, sizeof(res->detail),

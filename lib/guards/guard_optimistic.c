@@ -14,12 +14,8 @@ static int optimistic_deduct(const struct guard *self, const struct deduct_env *
 {
     for (int i = 0; i <= env->max_retries; i++) {
         long long stock, version, n;
-        if (deduct_expired(req)) {
-            res->outcome = DEDUCT_DEADLINE;
-            snprintf(res->detail, sizeof(res->detail),
-                     "request deadline passed after %d version misses", res->retries);
+        if (stock_past_deadline(req, res))
             return 0;
-        }
         int found = store_read(env->db, req->sku, 0, &stock, &version);
         if (found < 0) {
             stock_db_failure(env->db, found, res);
@@ -31,11 +27,8 @@ static int optimistic_deduct(const struct guard *self, const struct deduct_env *
             return 0;
         }
         util_sleep_ms(req->hold_ms);
-        if (deduct_expired(req)) {
-            res->outcome = DEDUCT_DEADLINE;
-            snprintf(res->detail, sizeof(res->detail), "request deadline passed; nothing sold");
+        if (stock_past_deadline(req, res))
             return 0;
-        }
         long long remaining = stock - req->qty;
         if ((n = db_begin(env->db)) < 0 ||
             (n = store_set_stock_if_version(env->db, req->sku, remaining, version)) < 0)

@@ -119,11 +119,8 @@ static int redis_decr_deduct(const struct guard *self, const struct deduct_env *
     util_sleep_ms(req->hold_ms);   /* between the Redis sale and the MySQL write */
     /* Past its deadline the caller has given up: writing now could also
      * land after a reconciliation already counted these units as unsold. */
-    if (deduct_expired(req)) {
+    if (stock_past_deadline(req, res)) {
         give_back(&k, epoch, req);
-        res->outcome = DEDUCT_DEADLINE;
-        snprintf(res->detail, sizeof(res->detail),
-                 "deadline passed after hold_ms; nothing sold, units returned to Redis");
         return 0;
     }
     /* Refused: the units go back into their epoch. Floor refusal or a

@@ -178,11 +178,8 @@ static enum seg_try try_segment(const struct guard *self, const struct deduct_en
         goto out;
     }
     util_sleep_ms(req->hold_ms);
-    if (deduct_expired(req)) {   /* the caller gave up: decide nothing */
-        res->outcome = DEDUCT_DEADLINE;
-        snprintf(res->detail, sizeof(res->detail), "deadline passed after hold_ms; nothing sold");
+    if (stock_past_deadline(req, res))   /* the caller gave up: decide nothing */
         goto out;
-    }
     /* The read-modify-write of the segment, protected by its lock, and
      * only into the state it read: after a restart or a reseed the value
      * computed from the old one means nothing. */

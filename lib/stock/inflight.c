@@ -14,32 +14,37 @@ struct slot {
 };
 
 static struct slot slots[INFLIGHT_SLOTS];
+static int used;                   /* slots holding a SKU */
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 
 /* The slot of sku, or a free one claimed for it when `claim`; NULL when
- * absent (or full). Caller holds mu. */
+ * absent (or full). The scan stops once every used slot was seen: it is
+ * over the SKUs in flight, not the whole table. Caller holds mu. */
 static struct slot *find(const char *sku, int claim)
 {
     struct slot *free_slot = NULL;
-    for (int i = 0; i < INFLIGHT_SLOTS; i++) {
+    for (int i = 0, seen = 0; i < INFLIGHT_SLOTS && (seen < used || !free_slot); i++) {
         if (!slots[i].sku[0]) {
             if (!free_slot)
                 free_slot = &slots[i];
-        } else if (strcmp(slots[i].sku, sku) == 0) {
+        } else if (seen++, strcmp(slots[i].sku, sku) == 0) {
             return &slots[i];
         }
     }
     if (claim && free_slot) {
         strncpy(free_slot->sku, sku, STOCK_SKU_MAX);
         free_slot->sku[STOCK_SKU_MAX] = '\0';
+        used++;
     }
     return claim ? free_slot : NULL;
 }
 
 static void release_if_idle(struct slot *s)
 {
-    if (s->deducting == 0 && !s->reseeding)
+    if (s->deducting == 0 && !s->reseeding) {
         s->sku[0] = '\0';
+        used--;
+    }
 }
 
 int inflight_enter(const char *sku)

@@ -122,9 +122,7 @@ int stock_commit_sale(const struct deduct_env *env, const struct deduct_req *req
     return r;
 }
 
-/* The deadline passed while the guard was held or waited for: give up
- * before writing, so a caller that has stopped waiting finds nothing done. */
-static int past_deadline(const struct deduct_req *req, struct deduct_res *res)
+int stock_past_deadline(const struct deduct_req *req, struct deduct_res *res)
 {
     if (!deduct_expired(req))
         return 0;
@@ -161,7 +159,7 @@ int stock_rmw_checked(const char *guard_name, const struct deduct_env *env,
         return 0;
     }
     util_sleep_ms(req->hold_ms);   /* the seeds' slow business call */
-    if (past_deadline(req, res) || (may_write && !may_write(ctx, res)))
+    if (stock_past_deadline(req, res) || (may_write && !may_write(ctx, res)))
         return 0;
     long long remaining = stock - req->qty;
     long long n;
@@ -184,7 +182,7 @@ int stock_record_relative(const char *guard_name, const struct deduct_env *env,
                           const struct deduct_req *req, struct deduct_res *res)
 {
     long long n, stock = 0, version;
-    if (past_deadline(req, res))
+    if (stock_past_deadline(req, res))
         return STOCK_NOT_COMMITTED;
     if ((n = db_begin(env->db)) < 0 ||
         (n = store_take_if_enough(env->db, req->sku, req->qty)) < 0)

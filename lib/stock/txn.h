@@ -64,6 +64,11 @@ int stock_commit_sale(const struct deduct_env *env, const struct deduct_req *req
 void stock_conflict_duplicate(const struct deduct_env *env, const struct deduct_req *req,
                               struct deduct_res *res);
 
+/* The deadline passed while the guard waited or held: give up before any
+ * write, so a caller that stopped waiting finds nothing done. Returns 1
+ * with res filled (DEDUCT_DEADLINE), else 0. */
+int stock_past_deadline(const struct deduct_req *req, struct deduct_res *res);
+
 /* Map a db_run()/db_* error into res (unavailable, retry, internal). */
 void stock_db_failure(struct db_conn *db, int rc, struct deduct_res *res);
 

@@ -412,30 +412,11 @@ void it_stop_pid(int pid)
 long it_http_hdr(const char *method, const char *url, const char *body,
                  const char *const *headers, struct it_resp *r)
 {
-    memset(r, 0, sizeof(*r));
-    CURL *h = curl_easy_init();
-    if (!h)
-        return 0;
-    struct curl_slist *hd = curl_slist_append(NULL, "Content-Type: application/json");
-    for (size_t i = 0; headers && headers[i]; i++)
-        hd = curl_slist_append(hd, headers[i]);
-    struct sink k = {r->body, sizeof(r->body), 0};
-    curl_easy_setopt(h, CURLOPT_URL, url);
-    curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
-    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hd);
-    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, 30000L);
-    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, 2000L);
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, &k);
-    if (body)
-        curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
-    if (curl_easy_perform(h) == CURLE_OK)
-        curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &r->status);
-    curl_slist_free_all(hd);
-    curl_easy_cleanup(h);
-    r->json = r->body[0] ? json_loads(r->body, 0, NULL) : NULL;
-    return r->status;
+    const char *all[16] = {"Content-Type: application/json"};
+    size_t n = 1;
+    for (size_t i = 0; headers && headers[i] && n + 1 < sizeof(all) / sizeof(all[0]); i++)
+        all[n++] = headers[i];
+    return it_request(method, url, all, body, body ? strlen(body) : 0, r);
 }
 
 long it_port_base(void)
