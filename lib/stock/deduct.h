@@ -27,6 +27,11 @@ struct deduct_req {
     double deadline;           /* util_now() by which the request must have
                                 * finished or given up; 0 = none. Set by the
                                 * service; every wait and retry honours it. */
+    int fencing;               /* body "fencing": the lock guard must issue a
+                                * monotonic token and the write is refused
+                                * unless the token is newer than the row's */
+    unsigned long long fence;  /* the token the guard obtained with its lock;
+                                * 0 = none (no fenced write) */
 };
 
 /* 1 when the request's deadline has passed (never when it has none). */
@@ -52,6 +57,7 @@ static inline double deduct_time_left(const struct deduct_req *r)
     X(DEDUCT_OUT_OF_STOCK,    "out_of_stock",        409, "out_of_stock",        0) \
     X(DEDUCT_ORDER_CONFLICT,  "order_id_conflict",   409, "order_id_conflict",   0) \
     X(DEDUCT_SKU_BUSY,        "sku_busy",            409, "sku_busy",            0) \
+    X(DEDUCT_FENCED,          "fenced",              409, "fenced",              0) \
     X(DEDUCT_UNKNOWN_SKU,     "unknown_sku",         404, "unknown_sku",         0) \
     X(DEDUCT_LOCK_TIMEOUT,    "lock_timeout",        503, "lock_timeout",        1) \
     X(DEDUCT_LEASE_EXPIRED,   "lease_expired",       503, "lease_expired",       1) \

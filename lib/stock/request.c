@@ -130,6 +130,11 @@ int req_parse_deduct(const char *body, size_t len, const struct req_defaults *d,
         snprintf(err, errlen, "watchdog must be true or false");
         goto out;
     }
+    json_t *fencing = json_object_get(o, "fencing");
+    if (fencing && !json_is_boolean(fencing)) {
+        snprintf(err, errlen, "fencing must be true or false");
+        goto out;
+    }
     if (release && rlock_release_parse(release, &out->release) != 0) {
         snprintf(err, errlen, "release must be %s", rlock_release_choices());
         goto out;
@@ -153,6 +158,7 @@ int req_parse_deduct(const char *body, size_t len, const struct req_defaults *d,
     out->lock_ttl_ms = (long)ttl;
     if (wd)
         out->watchdog = json_is_true(wd);
+    out->fencing = fencing && json_is_true(fencing);
     rc = 0;
 out:
     json_decref(o);
