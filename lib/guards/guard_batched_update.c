@@ -1,0 +1,243 @@
+/* Guard `batched-update`: group commit inside one instance (AliSQL's
+ * hot-row idea). Concurrent deductions of one SKU queue in that SKU's
+ * slot; the first to arrive leads. The leader waits only while the
+ * previous batch of the SKU is still committing (a batch forms during the
+ * commit before it: no fixed sleep on an idle system, unless
+ * --batch-window asks for one), then takes everyone queued and sells them
+ * in ONE transaction on its own connection (stock/batch.c), answering each.
+ * The write is conditional under the row lock, so instances stay correct
+ * against each other. hold_ms is spent once per batch, by the leader,
+ * under the row lock: the largest hold_ms of its members. */
+#include "guard.h"
+
+#include "base/metrics.h"
+#include "base/util.h"
+#include "stock/batch.h"
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+/* SKUs with a batch forming or committing at once, per instance: beyond
+ * this a request is sold alone (still correct, just not combined). */
+#define BATCH_SLOTS 64
+/* A waiting thread re-checks its deadline at least this often. */
+#define BATCH_WAIT_SLICE_S 0.05
+
+struct batch_conf {
+    long batch_max;            /* most requests per transaction */
+    long window_us;            /* leader's extra wait on an idle SKU */
+};
+
+static struct batch_conf conf = {128, 0};   /* until options are parsed */
+
+static const struct cfg_opt options[] = {
+    {"batch-max", "LAB_BATCH_MAX", CFG_INT, "128", 1, STOCK_BATCH_MAX,
+     offsetof(struct batch_conf, batch_max), 0,
+     "batched-update: most deductions of one SKU per transaction"},
+    {"batch-window-us", "LAB_BATCH_WINDOW_US", CFG_INT, "0", 0, 100000,
+     offsetof(struct batch_conf, window_us), 0,
+     "batched-update: extra wait (µs) of a leader when no commit is running (0: none)"},
+};
+
+enum member_state { MEMBER_QUEUED, MEMBER_TAKEN, MEMBER_DONE };
+
+struct member {
+    const struct deduct_req *req;
+    struct deduct_res *res;
+    enum member_state state;
+};
+
+struct slot {
+    char sku[STOCK_SKU_MAX + 1];   /* "" = free */
+    int users;                     /* threads inside for this SKU */
+    int has_leader;                /* the open batch has a leader waiting */
+    int committing;                /* batches of this SKU in their transaction */
+    int nopen;
+    struct member *open[STOCK_BATCH_MAX];
+    pthread_cond_t cv;             /* any change: a commit ended, a batch was taken */
+};
+
+static struct slot slots[BATCH_SLOTS];
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static int cv_ok;
+
+/* Condition variables on the monotonic clock, the one deadlines use. */
+static void init_slots(void)
+{
+    pthread_condattr_t a;
+    if (pthread_condattr_init(&a) != 0)
+        return;
+    int ok = pthread_condattr_setclock(&a, CLOCK_MONOTONIC) == 0;
+    for (int i = 0; ok && i < BATCH_SLOTS; i++)
+        ok = pthread_cond_init(&slots[i].cv, &a) == 0;
+    pthread_condattr_destroy(&a);
+    cv_ok = ok;
+}
+
+/* Wait on s->cv until util_now() reaches `until` (capped at one slice).
+ * Caller holds mu. */
+static void slot_wait(struct slot *s, double until)
+{
+    double now = util_now(), t = until;
+    if (t > now + BATCH_WAIT_SLICE_S || t <= 0)
+        t = now + BATCH_WAIT_SLICE_S;
+    struct timespec ts = {.tv_sec = (time_t)t,
+                          .tv_nsec = (long)((t - (double)(time_t)t) * 1e9)};
+    pthread_cond_timedwait(&s->cv, &mu, &ts);
+}
+
+/* The slot of sku, claimed when free; NULL when the table is full.
+ * Caller holds mu. */
+static struct slot *slot_find(const char *sku)
+{
+    struct slot *free_slot = NULL;
+    for (int i = 0; i < BATCH_SLOTS; i++) {
+        if (slots[i].sku[0] && strcmp(slots[i].sku, sku) == 0)
+            return &slots[i];
+        if (!slots[i].sku[0] && !free_slot)
+            free_slot = &slots[i];
+    }
+    if (free_slot)
+        snprintf(free_slot->sku, sizeof(free_slot->sku), "%s", sku);
+    return free_slot;
+}
+
+static void slot_leave(struct slot *s)
+{
+    if (--s->users == 0)
+        s->sku[0] = '\0';
+}
+
+/* Batch sizes as a Prometheus histogram: lab_batch_size_bucket{le},
+ * _sum and _count (mean = sum / count). */
+static void observe_batch(int n, int rounds)
+{
+    static const int le[] = {1, 2, 4, 8, 16, 32, 64, 128, 256};
+    char labels[48];
+    for (size_t i = 0; i < sizeof(le) / sizeof(le[0]); i++)
+        if (n <= le[i]) {
+            snprintf(labels, sizeof(labels), "le=\"%d\"", le[i]);
+            metrics_add("lab_batch_size_bucket", labels, 1);
+        }
+    metrics_add("lab_batch_size_bucket", "le=\"+Inf\"", 1);
+    metrics_add("lab_batch_size_sum", "", n);
+    metrics_add("lab_batch_size_count", "", 1);
+    metrics_add("lab_batch_transactions_total", "", rounds);
+}
+
+/* Sell a batch of one, without the slot table (the table is full). */
+static void sell_alone(const struct guard *self, const struct deduct_env *env,
+                       const struct deduct_req *req, struct deduct_res *res)
+{
+    struct batch_item item = {req, res, 0};
+    int rounds = 0;
+    stock_batch_sell(self->name, env, &item, 1, &rounds);
+    observe_batch(1, rounds);
+}
+
+/* The leader: wait for the SKU's previous commit, take the queue, sell
+ * it. Called and returns with mu held. */
+static void lead(const struct guard *self, const struct deduct_env *env, struct slot *s,
+                 struct member *me)
+{
+    double t0 = util_now();
+    while (s->committing > 0 && !deduct_expired(me->req))
+        slot_wait(s, me->req->deadline);
+    if (conf.window_us > 0 && s->nopen < conf.batch_max) {
+        double until = util_now() + (double)conf.window_us / 1e6;
+        while (util_now() < until && s->nopen < conf.batch_max)
+            slot_wait(s, until);
+    }
+    struct batch_item items[STOCK_BATCH_MAX];
+    struct member *taken[STOCK_BATCH_MAX];
+    int n = s->nopen;
+    for (int i = 0; i < n; i++) {
+        taken[i] = s->open[i];
+        taken[i]->state = MEMBER_TAKEN;
+        items[i] = (struct batch_item){taken[i]->req, taken[i]->res, 0};
+    }
+    s->nopen = 0;
+    s->has_leader = 0;
+    s->committing++;
+    pthread_cond_broadcast(&s->cv);   /* queued members: taken; arrivals: lead */
+    pthread_mutex_unlock(&mu);
+
+    me->res->lock_wait_s = util_now() - t0;
+    int rounds = 0;
+    stock_batch_sell(self->name, env, items, n, &rounds);
+    observe_batch(n, rounds);
+
+    pthread_mutex_lock(&mu);
+    for (int i = 0; i < n; i++)
+        taken[i]->state = MEMBER_DONE;
+    s->committing--;
+    pthread_cond_broadcast(&s->cv);
+}
+
+/* A member: wait for the leader's answer. Before the batch is taken a
+ * member past its deadline leaves the queue (nothing can be written for
+ * it); once taken it waits for the transaction, whose every step is
+ * bounded by MySQL's timeouts. Called and returns with mu held. */
+static void follow(struct slot *s, struct member *me)
+{
+    double t0 = util_now();
+    while (me->state != MEMBER_DONE) {
+        if (me->state == MEMBER_QUEUED && deduct_expired(me->req)) {
+            for (int i = 0; i < s->nopen; i++)
+                if (s->open[i] == me) {
+                    memmove(&s->open[i], &s->open[i + 1],
+                            (size_t)(s->nopen - i - 1) * sizeof(s->open[0]));
+                    s->nopen--;
+                    break;
+                }
+            stock_past_deadline(me->req, me->res);
+            break;
+        }
+        if (me->state == MEMBER_QUEUED)
+            me->res->lock_wait_s = util_now() - t0;
+        slot_wait(s, me->req->deadline);
+    }
+}
+
+static int batched_deduct(const struct guard *self, const struct deduct_env *env,
+                          const struct deduct_req *req, struct deduct_res *res)
+{
+    pthread_once(&once, init_slots);
+    pthread_mutex_lock(&mu);
+    struct slot *s = cv_ok ? slot_find(req->sku) : NULL;
+    if (!s || s->nopen >= conf.batch_max) {
+        if (s && s->users == 0)
+            s->sku[0] = '\0';
+        pthread_mutex_unlock(&mu);
+        sell_alone(self, env, req, res);
+        return 0;
+    }
+    s->users++;
+    struct member me = {req, res, MEMBER_QUEUED};
+    s->open[s->nopen++] = &me;
+    if (!s->has_leader) {
+        s->has_leader = 1;
+        lead(self, env, s, &me);
+    } else {
+        follow(s, &me);
+    }
+    slot_leave(s);
+    pthread_mutex_unlock(&mu);
+    return 0;
+}
+
+const struct guard guard_batched_update = {
+    .name = "batched-update",
+    .how = "group commit: concurrent deductions of a SKU in one instance share one "
+           "transaction (one UPDATE ... WHERE stock>=sum, one multi-row ledger insert)",
+    .expect = "correct, one commit per batch",
+    .safe_across_instances = 1,
+    .options = options,
+    .noptions = sizeof(options) / sizeof(options[0]),
+    .options_conf = &conf,
+    .deduct = batched_deduct,
+};

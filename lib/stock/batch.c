@@ -1,0 +1,255 @@
+/* One group commit of a hot SKU (see batch.h). */
+#include "batch.h"
+
+#include "store.h"
+#include "txn.h"
+
+#include "base/db.h"
+#include "base/metrics.h"
+#include "base/util.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <string.h>
+
+/* Rounds of one batch: a round answers at least one request or ends on a
+ * duplicate found in the ledger, so a few suffice; the bound only stops a
+ * pathological repeat. */
+#define BATCH_ROUNDS_MAX 8
+
+static void answer(struct batch_item *it, enum deduct_outcome o, long long remaining,
+                   const char *detail)
+{
+    it->res->outcome = o;
+    it->res->remaining = remaining;
+    if (detail)
+        snprintf(it->res->detail, sizeof(it->res->detail), "%s", detail);
+    it->answered = 1;
+}
+
+/* Every picked item not answered yet gets a copy of `from`'s failure. */
+static void answer_all(struct batch_item **pick, int n, const struct deduct_res *from)
+{
+    for (int i = 0; i < n; i++) {
+        if (pick[i]->answered)
+            continue;
+        pick[i]->res->outcome = from->outcome;
+        pick[i]->res->remaining = from->remaining;
+        memcpy(pick[i]->res->detail, from->detail, sizeof(from->detail));
+        pick[i]->answered = 1;
+    }
+}
+
+/* A failed step of the round's transaction: roll back, everyone picked
+ * and unanswered learns why. */
+static void round_failed(const struct deduct_env *env, struct batch_item **pick, int n,
+                         int rc)
+{
+    struct deduct_res why;
+    memset(&why, 0, sizeof(why));
+    db_rollback(env->db);
+    stock_db_failure(env->db, rc, &why);
+    answer_all(pick, n, &why);
+}
+
+/* After the ledger refused the batch's insert: the order ids already
+ * there answer as duplicates (or conflicts); the rest go to the next
+ * round. The read is a fresh one: the transaction was rolled back. */
+static int answer_ledger_duplicates(const struct deduct_env *env, struct batch_item **take,
+                                    int n)
+{
+    int found = 0;
+    for (int i = 0; i < n; i++) {
+        struct ledger_row row;
+        int rc = store_ledger_get(env->db, take[i]->req->order_id, 0, &row);
+        if (rc < 0) {
+            round_failed(env, take + i, n - i, rc);
+            return 1;
+        }
+        if (rc == 1) {
+            stock_fill_duplicate(&row, take[i]->req, take[i]->res);
+            take[i]->answered = 1;
+            found++;
+        }
+    }
+    return found;
+}
+
+/* The ledger rows of the requests taken, as JSON for
+ * store_ledger_insert_many. NULL when out of memory. */
+static char *rows_json(struct batch_item **take, int n, const long long *remaining)
+{
+    json_t *arr = json_array();
+    for (int i = 0; arr && i < n; i++) {
+        json_t *o = json_pack("{s:s, s:I, s:I}", "o", take[i]->req->order_id, "q",
+                              (json_int_t)take[i]->req->qty, "r",
+                              (json_int_t)remaining[i]);
+        if (!o || json_array_append_new(arr, o) != 0) {
+            json_decref(arr);
+            return NULL;
+        }
+    }
+    char *s = arr ? json_dumps(arr, JSON_COMPACT) : NULL;
+    json_decref(arr);
+    return s;
+}
+
+/* One transaction over pick[0..n-1] (distinct order ids). Returns 1 when
+ * every picked item is answered or may be retried in another round (a
+ * ledger duplicate was answered), 0 when the round made no progress. */
+static int sell_round(const char *guard_name, const struct deduct_env *env,
+                      struct batch_item **pick, int n)
+{
+    const char *sku = pick[0]->req->sku;
+    long long stock = 0, version;
+    long hold = 0;
+    for (int i = 0; i < n; i++) {
+        if (stock_past_deadline(pick[i]->req, pick[i]->res))
+            pick[i]->answered = 1;    /* before any write: nothing sold */
+        else if (pick[i]->req->hold_ms > hold)
+            hold = pick[i]->req->hold_ms;
+    }
+    int open = 0;
+    for (int i = 0; i < n; i++)
+        open += !pick[i]->answered;
+    if (open == 0)
+        return 1;              /* all past their deadline: no transaction */
+    int rc = db_begin(env->db);
+    if (rc == DB_OK)
+        rc = store_read(env->db, sku, 1, &stock, &version);
+    if (rc <= 0) {
+        if (rc == 0) {
+            db_rollback(env->db);
+            for (int i = 0; i < n; i++)
+                if (!pick[i]->answered)
+                    answer(pick[i], DEDUCT_UNKNOWN_SKU, 0, NULL);
+            return 1;
+        }
+        round_failed(env, pick, n, rc);
+        return 1;
+    }
+    /* The batch's hold, spent once under the row lock: the seeds' slow
+     * business call, paid per transaction rather than per request. */
+    util_sleep_ms(hold);
+    struct batch_item *take[STOCK_BATCH_MAX];
+    long long remaining[STOCK_BATCH_MAX];
+    int ntake = 0;
+    long long left = stock;
+    for (int i = 0; i < n; i++) {
+        if (pick[i]->answered || stock_past_deadline(pick[i]->req, pick[i]->res)) {
+            pick[i]->answered = 1;
+            continue;
+        }
+        if (pick[i]->req->qty > left)
+            continue;          /* answered below, with what the batch left */
+        left -= pick[i]->req->qty;
+        remaining[ntake] = left;
+        take[ntake++] = pick[i];
+    }
+    for (int i = 0; i < n; i++) {
+        int taken = 0;
+        for (int k = 0; k < ntake && !taken; k++)
+            taken = take[k] == pick[i];
+        if (!pick[i]->answered && !taken)
+            answer(pick[i], DEDUCT_OUT_OF_STOCK, left, NULL);
+    }
+    if (ntake == 0) {
+        db_rollback(env->db);
+        return 1;
+    }
+    long long m = store_take_if_enough(env->db, sku, stock - left);
+    if (m == 0)
+        m = DB_ERR;            /* cannot happen under our row lock: refuse */
+    char *json = m > 0 ? rows_json(take, ntake, remaining) : NULL;
+    if (m > 0 && !json)
+        m = DB_ERR;
+    if (m > 0)
+        m = store_ledger_insert_many(env->db, json, sku, guard_name, env->instance);
+    json_free_t free_fn;
+    json_get_alloc_funcs(NULL, &free_fn);
+    free_fn(json);
+    if (m == DB_EDUP) {
+        db_rollback(env->db);
+        return answer_ledger_duplicates(env, take, ntake) > 0;
+    }
+    if (m >= 0 && m != ntake)
+        m = DB_ERR;
+    if (m < 0) {
+        round_failed(env, take, ntake, (int)m);
+        return 1;
+    }
+    /* One COMMIT for all: a lost reply is resolved once, by the first
+     * member's ledger row, and is the answer of every member. */
+    struct deduct_res commit;
+    memset(&commit, 0, sizeof(commit));
+    if (stock_commit_sale(env, take[0]->req, guard_name, &commit) != STOCK_COMMITTED) {
+        answer_all(take, ntake, &commit);
+        return 1;
+    }
+    for (int k = 0; k < ntake; k++) {
+        take[k]->res->qty = take[k]->req->qty;
+        answer(take[k], DEDUCT_SOLD, remaining[k], NULL);
+    }
+    return 1;
+}
+
+/* item i repeats the order id of an earlier item of the batch. */
+static int earlier_twin(struct batch_item *items, int i)
+{
+    for (int k = 0; k < i; k++)
+        if (strcmp(items[k].req->order_id, items[i].req->order_id) == 0)
+            return k;
+    return -1;
+}
+
+void stock_batch_sell(const char *guard_name, const struct deduct_env *env,
+                      struct batch_item *items, int n, int *rounds)
+{
+    int r = 0;
+    if (n > STOCK_BATCH_MAX)
+        n = STOCK_BATCH_MAX;   /* the caller's bound; never more */
+    for (; r < BATCH_ROUNDS_MAX; r++) {
+        /* A round carries each order id once: a repeat waits for the first
+         * and then answers from it, as a repeat from another client does. */
+        struct batch_item *pick[STOCK_BATCH_MAX];
+        int npick = 0;
+        for (int i = 0; i < n; i++) {
+            if (items[i].answered)
+                continue;
+            int twin = earlier_twin(items, i);
+            if (twin >= 0 && !items[twin].answered)
+                continue;
+            if (twin >= 0 && items[twin].res->outcome == DEDUCT_SOLD) {
+                struct ledger_row row;
+                memset(&row, 0, sizeof(row));
+                snprintf(row.sku, sizeof(row.sku), "%s", items[twin].req->sku);
+                row.qty = items[twin].req->qty;
+                row.remaining = items[twin].res->remaining;
+                snprintf(row.guard, sizeof(row.guard), "%s", guard_name);
+                snprintf(row.instance, sizeof(row.instance), "%s", env->instance);
+                stock_fill_duplicate(&row, items[i].req, items[i].res);
+                items[i].answered = 1;
+                continue;
+            }
+            int dup = 0;
+            for (int k = 0; k < npick && !dup; k++)
+                dup = strcmp(pick[k]->req->order_id, items[i].req->order_id) == 0;
+            if (!dup)
+                pick[npick++] = &items[i];
+        }
+        if (npick == 0)
+            break;
+        if (!sell_round(guard_name, env, pick, npick))
+            break;
+    }
+    for (int i = 0; i < n; i++)
+        if (!items[i].answered) {
+            items[i].res->outcome = DEDUCT_RETRY_EXHAUSTED;
+            snprintf(items[i].res->detail, sizeof(items[i].res->detail),
+                     "batch: no answer after %d transactions (ledger duplicates); "
+                     "repeat with the same order_id", BATCH_ROUNDS_MAX);
+            items[i].answered = 1;
+        }
+    if (rounds)
+        *rounds = r;
+}

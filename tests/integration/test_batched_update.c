@@ -1,0 +1,373 @@
+/* The `batched-update` guard (group commit): exact on two instances, a
+ * batch larger than the stock split without an oversell, a repeated order
+ * id inside one batch sold once, MariaDB lost mid-batch (503, nothing
+ * counted twice), a lost COMMIT reply resolved for every member, and a
+ * queued request whose deadline passes answered 503 and never sold. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "itest.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static int group_setup(void **state) { return it_setup(); }
+
+static int restart_mysql(void **state)
+{
+    it_stack("start", "mysql");
+    return 0;
+}
+
+/* One request of a concurrent wave. */
+struct shot {
+    char url[256];
+    char body[320];
+    const char *headers[2];
+    char hdr[64];
+    long delay_ms;             /* sent this long after the wave starts */
+    long status;
+    char error[48];            /* "error" of the answer, "" when none */
+    int duplicate;             /* "duplicate": true */
+    long long qty;
+    double done_at;            /* monotonic seconds when the answer came */
+};
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void *shoot(void *p)
+{
+    struct shot *s = p;
+    if (s->delay_ms > 0)
+        usleep((useconds_t)s->delay_ms * 1000);
+    struct it_resp r;
+    s->status = it_http_hdr("POST", s->url, s->body, s->hdr[0] ? s->headers : NULL, &r);
+    s->done_at = now_s();
+    snprintf(s->error, sizeof(s->error), "%s",
+             json_string_value(json_object_get(r.json, "error")) ?: "");
+    s->duplicate = json_is_true(json_object_get(r.json, "duplicate"));
+    s->qty = json_integer_value(json_object_get(r.json, "qty"));
+    it_resp_free(&r);
+    return NULL;
+}
+
+/* Fire shots[0..n-1] at once (each after its delay) and wait for all. */
+static void wave(struct shot *shots, int n)
+{
+    pthread_t th[64];
+    assert_true(n <= 64);
+    for (int i = 0; i < n; i++) {
+        shots[i].headers[0] = shots[i].hdr;
+        shots[i].headers[1] = NULL;
+        assert_int_equal(pthread_create(&th[i], NULL, shoot, &shots[i]), 0);
+    }
+    for (int i = 0; i < n; i++)
+        pthread_join(th[i], NULL);
+}
+
+static void aim(struct shot *s, int inst, const char *sku, const char *order_id, long qty,
+                long hold_ms)
+{
+    memset(s, 0, sizeof(*s));
+    snprintf(s->url, sizeof(s->url), "%s/inventory/deduct", it.inventory[inst]);
+    snprintf(s->body, sizeof(s->body),
+             "{\"sku\":\"%s\",\"guard\":\"batched-update\",\"order_id\":\"%s\",\"qty\":%ld,"
+             "\"hold_ms\":%ld}", sku, order_id, qty, hold_ms);
+}
+
+static long long ledger_rows(const char *order_id)
+{
+    char sql[256];
+    snprintf(sql, sizeof(sql), "SELECT COUNT(*) FROM db_shopping.ledger WHERE order_id='%s'",
+             order_id);
+    return it_sql_value(sql);
+}
+
+static void assert_exact(const char *sku, long long sold)
+{
+    struct it_audit a;
+    assert_int_equal(it_audit(sku, &a), 0);
+    print_message("%-10s sold %lld stock %lld oversold %lld lost %lld consistent %d\n", sku,
+                  a.sold, a.stock, a.oversold, a.lost_updates, a.consistent);
+    assert_int_equal(a.oversold, 0);
+    assert_int_equal(a.lost_updates, 0);
+    assert_true(a.consistent);
+    if (sold >= 0)
+        assert_int_equal(a.sold, sold);
+}
+
+/* A metric's value on instance i (sum over label sets), -1 when absent. */
+static double metric(int i, const char *name)
+{
+    char url[256];
+    snprintf(url, sizeof(url), "%s/metrics", it.inventory[i]);
+    struct it_resp r;
+    double v = -1;
+    if (it_http("GET", url, NULL, &r) == 200) {
+        size_t len = strlen(name);
+        for (char *l = r.body; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
+            if (strncmp(l, name, len) == 0 && (l[len] == ' ' || l[len] == '{')) {
+                char *sp = strchr(l, ' ');
+                v = (v < 0 ? 0 : v) + (sp ? atof(sp + 1) : 0);
+            }
+    }
+    it_resp_free(&r);
+    return v;
+}
+
+/* Stock 100, 1000 deductions from 32 connections over both instances:
+ * exactly 100 sold, and requests were in fact combined. */
+static void test_exact_on_two_instances(void **state)
+{
+    assert_int_equal(it_seed("B-exact", 100), 200);
+    double n0 = metric(0, "lab_batch_size_count"), s0 = metric(0, "lab_batch_size_sum");
+    static char urls[2][256];
+    static const char *u[2] = {urls[0], urls[1]};
+    for (int i = 0; i < 2; i++)
+        snprintf(urls[i], sizeof(urls[i]), "%s/inventory/deduct", it.inventory[i]);
+    struct it_load l = {.total = 1000, .clients = 32, .urls = u, .nurls = 2, .method = "POST",
+                        .body_fmt = "{\"sku\":\"B-exact\",\"guard\":\"batched-update\","
+                                    "\"order_id\":\"b-exact-%d\"}"};
+    it_hammer(&l);
+    print_message("200:%d 409:%d 503:%d\n", l.by_status[200], l.by_status[409],
+                  l.by_status[503]);
+    assert_int_equal(l.by_status[200], 100);
+    assert_int_equal(l.by_status[409] + l.by_status[503], 900);
+    assert_exact("B-exact", 100);
+    assert_int_equal(it_sql_value("SELECT COUNT(*) FROM db_shopping.ledger "
+                                  "WHERE sku='B-exact' AND guard='batched-update'"), 100);
+    double n = metric(0, "lab_batch_size_count") - (n0 < 0 ? 0 : n0);
+    double s = metric(0, "lab_batch_size_sum") - (s0 < 0 ? 0 : s0);
+    print_message("instance 1: %.0f requests in %.0f batches (mean %.2f)\n", s, n,
+                  n > 0 ? s / n : 0);
+    assert_true(n > 0);
+    assert_true(s > n);        /* at least one batch carried two or more */
+}
+
+/* Stock 5, 20 buyers at once on one instance while a sale holds the row:
+ * they queue into one batch worth more than the stock. It is split: what
+ * fits is sold, the rest answered out_of_stock, and the answers agree with
+ * the ledger one by one. */
+static void test_batch_larger_than_stock_is_split(void **state)
+{
+    assert_int_equal(it_seed("B-split", 6), 200);
+    struct shot s[21];
+    aim(&s[0], 0, "B-split", "b-split-hold", 1, 400);
+    for (int i = 1; i <= 20; i++) {
+        char id[32];
+        snprintf(id, sizeof(id), "b-split-%d", i);
+        aim(&s[i], 0, "B-split", id, i % 4 == 0 ? 3 : 1, 0);
+        s[i].delay_ms = 100;   /* while the first holds the row */
+    }
+    wave(s, 21);
+    assert_int_equal(s[0].status, 200);
+    long long sold = 0;
+    for (int i = 1; i <= 20; i++) {
+        char id[32];
+        snprintf(id, sizeof(id), "b-split-%d", i);
+        long long rows = ledger_rows(id);
+        if (s[i].status == 200) {
+            assert_int_equal(rows, 1);
+            sold += s[i].qty;
+        } else {
+            if (s[i].status != 409 || strcmp(s[i].error, "out_of_stock") != 0)
+                fail_msg("%s: %ld %s", id, s[i].status, s[i].error);
+            assert_int_equal(rows, 0);
+        }
+    }
+    print_message("sold %lld of 5 after the holder\n", sold);
+    assert_int_equal(sold, 5); /* 15 buyers of 1: the stock always fills */
+    assert_exact("B-split", 6);
+}
+
+/* One order id sent 8 times at once, 4 with qty 1 and 4 with qty 2, all
+ * queued behind a holder so they land in one batch: one sale; the repeats
+ * of its quantity echo it, the others are order_id_conflict. */
+static void test_duplicate_order_id_in_one_batch(void **state)
+{
+    assert_int_equal(it_seed("B-dup", 10), 200);
+    struct shot s[9];
+    aim(&s[0], 0, "B-dup", "b-dup-hold", 1, 400);
+    for (int i = 1; i <= 8; i++) {
+        aim(&s[i], 0, "B-dup", "b-dup-1", i % 2 ? 1 : 2, 0);
+        s[i].delay_ms = 100;
+    }
+    wave(s, 9);
+    assert_int_equal(s[0].status, 200);
+    assert_int_equal(ledger_rows("b-dup-1"), 1);
+    long long qty = it_sql_value("SELECT qty FROM db_shopping.ledger WHERE order_id='b-dup-1'");
+    int sold = 0, echo = 0, conflict = 0;
+    for (int i = 1; i <= 8; i++) {
+        long q = i % 2 ? 1 : 2;
+        if (q == qty && s[i].status == 200) {
+            sold += !s[i].duplicate;
+            echo += s[i].duplicate;
+        } else if (q != qty && s[i].status == 409 &&
+                   strcmp(s[i].error, "order_id_conflict") == 0) {
+            conflict++;
+        } else {
+            fail_msg("request %d (qty %ld, sold qty %lld): %ld %s", i, q, qty, s[i].status,
+                     s[i].error);
+        }
+    }
+    print_message("sold %d, echoed %d, conflicts %d\n", sold, echo, conflict);
+    assert_int_equal(sold, 1);
+    assert_int_equal(echo, 3);
+    assert_int_equal(conflict, 4);
+    assert_exact("B-dup", 1 + qty);
+}
+
+struct wave_arg {
+    struct shot *shots;
+    int n;
+};
+
+static void *wave_thread(void *p)
+{
+    struct wave_arg *w = p;
+    wave(w->shots, w->n);
+    return NULL;
+}
+
+/* MariaDB stops while a batch holds the row (hold_ms): every member is
+ * answered 503 and nothing is written; once it is back, the same order
+ * ids sell exactly once each. */
+static void test_mysql_lost_mid_batch(void **state)
+{
+    assert_int_equal(it_seed("B-down", 20), 200);
+    struct shot s[8];
+    for (int i = 0; i < 8; i++) {
+        char id[32];
+        snprintf(id, sizeof(id), "b-down-%d", i);
+        aim(&s[i], i % 2, "B-down", id, 1, i < 2 ? 2500 : 0);
+        s[i].delay_ms = i < 2 ? 0 : 200;
+    }
+    struct wave_arg w = {s, 8};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, wave_thread, &w), 0);
+    usleep(900 * 1000);        /* the first batch holds the row for 2.5 s */
+    assert_int_equal(it_stack("stop", "mysql"), 0);
+    pthread_join(th, NULL);
+    for (int i = 0; i < 8; i++)
+        if (s[i].status != 503)
+            fail_msg("b-down-%d with MariaDB stopped mid-batch: %ld %s", i, s[i].status,
+                     s[i].error);
+    assert_int_equal(it_stack("start", "mysql"), 0);
+    char h[256];
+    for (int i = 0; i < 2; i++) {
+        snprintf(h, sizeof(h), "%s/healthz", it.inventory[i]);
+        assert_int_equal(it_wait_status(h, 200, 30000), 0);
+    }
+    for (int i = 0; i < 8; i++) {
+        char id[32];
+        snprintf(id, sizeof(id), "b-down-%d", i);
+        assert_int_equal(ledger_rows(id), 0);
+        aim(&s[i], i % 2, "B-down", id, 1, 0);
+    }
+    wave(s, 8);
+    for (int i = 0; i < 8; i++) {
+        if (s[i].status != 200 || s[i].duplicate)
+            fail_msg("b-down-%d after MariaDB returned: %ld %s dup %d", i, s[i].status,
+                     s[i].error, s[i].duplicate);
+    }
+    wave(s, 8);                /* repeated: echoes, nothing sold twice */
+    for (int i = 0; i < 8; i++)
+        assert_true(s[i].status == 200 && s[i].duplicate);
+    assert_exact("B-down", 8);
+}
+
+/* Every second COMMIT of an instance loses its reply (applied, then the
+ * connection drops): each batch resolves it through the ledger, once for
+ * all its members, and every answer agrees with the ledger. */
+static void test_lost_commit_resolved_for_every_member(void **state)
+{
+    long port = it_port_base() + 33;
+    static const char *const env[] = {"LAB_FAULT_COMMIT_LOST=2", NULL};
+    static const char *const args[] = {"--threads", "8", NULL};
+    int pid = it_start_inventory("inventory-batch-lost", port, env, args);
+    assert_true(pid > 0);
+    assert_int_equal(it_seed("B-lost", 100), 200);
+    int ok = 0, refused = 0;
+    for (int round = 0; round < 4; round++) {
+        struct shot s[8];
+        for (int i = 0; i < 8; i++) {
+            char id[32];
+            snprintf(id, sizeof(id), "b-lost-%d-%d", round, i);
+            aim(&s[i], 0, "B-lost", id, 1, 0);
+            snprintf(s[i].url, sizeof(s[i].url), "http://127.0.0.1:%ld/inventory/deduct",
+                     port);
+        }
+        wave(s, 8);
+        for (int i = 0; i < 8; i++) {
+            char id[32];
+            snprintf(id, sizeof(id), "b-lost-%d-%d", round, i);
+            long long rows = ledger_rows(id);
+            if (s[i].status == 200) {
+                ok++;
+                assert_int_equal(rows, 1);
+            } else {
+                refused++;
+                if (s[i].status != 503 || rows != 0)
+                    fail_msg("%s: %ld %s, ledger rows %lld", id, s[i].status, s[i].error,
+                             rows);
+            }
+        }
+    }
+    char url[256];
+    snprintf(url, sizeof(url), "http://127.0.0.1:%ld/metrics", port);
+    struct it_resp r;
+    assert_int_equal(it_http("GET", url, NULL, &r), 200);
+    int resolved = strstr(r.body, "lab_commit_lost_total{resolved=\"applied\"}") != NULL;
+    it_resp_free(&r);
+    it_stop_pid(pid);
+    print_message("200: %d, 503: %d, lost commits resolved: %s\n", ok, refused,
+                  resolved ? "yes" : "no");
+    assert_true(resolved);
+    assert_exact("B-lost", ok);
+}
+
+/* A request queued behind a committing batch whose deadline passes is
+ * taken out of the queue before any write: 503 deadline_exceeded when its
+ * deadline passes (before the holder commits), not in the ledger; the
+ * batch it left still sells. */
+static void test_deadline_while_queued(void **state)
+{
+    assert_int_equal(it_seed("B-late", 10), 200);
+    struct shot s[3];
+    aim(&s[0], 0, "B-late", "b-late-hold", 1, 1500);
+    aim(&s[1], 0, "B-late", "b-late-next", 1, 0);
+    s[1].delay_ms = 150;
+    aim(&s[2], 0, "B-late", "b-late-short", 1, 0);
+    s[2].delay_ms = 250;
+    snprintf(s[2].hdr, sizeof(s[2].hdr), "X-Deadline-Ms: 400");
+    wave(s, 3);
+    assert_int_equal(s[0].status, 200);
+    assert_int_equal(s[1].status, 200);
+    assert_int_equal(s[2].status, 503);
+    assert_string_equal(s[2].error, "deadline_exceeded");
+    assert_true(s[2].done_at < s[0].done_at);   /* not held until the batch ran */
+    assert_int_equal(ledger_rows("b-late-short"), 0);
+    assert_exact("B-late", 2);
+}
+
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_exact_on_two_instances),
+    cmocka_unit_test(test_batch_larger_than_stock_is_split),
+    cmocka_unit_test(test_duplicate_order_id_in_one_batch),
+    cmocka_unit_test(test_deadline_while_queued),
+    cmocka_unit_test(test_lost_commit_resolved_for_every_member),
+    cmocka_unit_test_teardown(test_mysql_lost_mid_batch, restart_mysql),
+};
+
+int main(void) { return cmocka_run_group_tests(tests, group_setup, NULL); }
