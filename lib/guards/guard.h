@@ -44,6 +44,10 @@ struct guard {
     const char *how;           /* one line: what it does per deduction */
     const char *expect;        /* one line: expected result with 2+ instances */
     int safe_across_instances; /* 1 when it must never oversell */
+    int own_idempotency;       /* 1: its ledger insert answers a repeated
+                                * order id itself (as guard_deduct's check
+                                * would), so guard_deduct skips the ledger
+                                * read before it: one round trip less */
 
     /* Optional option rows; offsets into options_conf, the guard's own
      * config struct. Guards sharing a backend may point at one table (the
@@ -61,8 +65,8 @@ struct guard {
     void (*fini)(const struct guard *self);
 
     /* Deduct under this guard. The ledger has already been checked for
-     * req->order_id. Fills res->outcome and returns 0; never blocks past
-     * its bounds. */
+     * req->order_id (unless own_idempotency). Fills res->outcome and
+     * returns 0; never blocks past its bounds. */
     int (*deduct)(const struct guard *self, const struct deduct_env *env,
                   const struct deduct_req *req, struct deduct_res *res);
     /* Optional, the lock guards: run work(ctx, env, req, res) while holding

@@ -48,6 +48,7 @@ struct member {
     const struct deduct_req *req;
     struct deduct_res *res;
     enum member_state state;
+    pthread_cond_t cv;             /* signalled once: its answer is ready */
 };
 
 struct slot {
@@ -57,37 +58,36 @@ struct slot {
     int committing;                /* batches of this SKU in their transaction */
     int nopen;
     struct member *open[STOCK_BATCH_MAX];
-    pthread_cond_t cv;             /* any change: a commit ended, a batch was taken */
+    pthread_cond_t cv;             /* the next leader: a commit of the SKU ended */
 };
 
 static struct slot slots[BATCH_SLOTS];
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
+static pthread_condattr_t cv_attr;
 static int cv_ok;
 
 /* Condition variables on the monotonic clock, the one deadlines use. */
 static void init_slots(void)
 {
-    pthread_condattr_t a;
-    if (pthread_condattr_init(&a) != 0)
+    if (pthread_condattr_init(&cv_attr) != 0)
         return;
-    int ok = pthread_condattr_setclock(&a, CLOCK_MONOTONIC) == 0;
+    int ok = pthread_condattr_setclock(&cv_attr, CLOCK_MONOTONIC) == 0;
     for (int i = 0; ok && i < BATCH_SLOTS; i++)
-        ok = pthread_cond_init(&slots[i].cv, &a) == 0;
-    pthread_condattr_destroy(&a);
+        ok = pthread_cond_init(&slots[i].cv, &cv_attr) == 0;
     cv_ok = ok;
 }
 
-/* Wait on s->cv until util_now() reaches `until` (capped at one slice).
+/* Wait on cv until util_now() reaches `until` (capped at one slice).
  * Caller holds mu. */
-static void slot_wait(struct slot *s, double until)
+static void timed_wait(pthread_cond_t *cv, double until)
 {
     double now = util_now(), t = until;
     if (t > now + BATCH_WAIT_SLICE_S || t <= 0)
         t = now + BATCH_WAIT_SLICE_S;
     struct timespec ts = {.tv_sec = (time_t)t,
                           .tv_nsec = (long)((t - (double)(time_t)t) * 1e9)};
-    pthread_cond_timedwait(&s->cv, &mu, &ts);
+    pthread_cond_timedwait(cv, &mu, &ts);
 }
 
 /* The slot of sku, claimed when free; NULL when the table is full.
@@ -146,11 +146,11 @@ static void lead(const struct guard *self, const struct deduct_env *env, struct 
 {
     double t0 = util_now();
     while (s->committing > 0 && !deduct_expired(me->req))
-        slot_wait(s, me->req->deadline);
+        timed_wait(&s->cv, me->req->deadline);
     if (conf.window_us > 0 && s->nopen < conf.batch_max) {
         double until = util_now() + (double)conf.window_us / 1e6;
         while (util_now() < until && s->nopen < conf.batch_max)
-            slot_wait(s, until);
+            timed_wait(&s->cv, until);
     }
     struct batch_item items[STOCK_BATCH_MAX];
     struct member *taken[STOCK_BATCH_MAX];
@@ -163,7 +163,6 @@ static void lead(const struct guard *self, const struct deduct_env *env, struct 
     s->nopen = 0;
     s->has_leader = 0;
     s->committing++;
-    pthread_cond_broadcast(&s->cv);   /* queued members: taken; arrivals: lead */
     pthread_mutex_unlock(&mu);
 
     me->res->lock_wait_s = util_now() - t0;
@@ -172,8 +171,12 @@ static void lead(const struct guard *self, const struct deduct_env *env, struct 
     observe_batch(n, rounds);
 
     pthread_mutex_lock(&mu);
-    for (int i = 0; i < n; i++)
+    /* One wake-up per member, and one for the next leader: no herd. */
+    for (int i = 0; i < n; i++) {
         taken[i]->state = MEMBER_DONE;
+        if (taken[i] != me)
+            pthread_cond_signal(&taken[i]->cv);
+    }
     s->committing--;
     pthread_cond_broadcast(&s->cv);
 }
@@ -199,7 +202,7 @@ static void follow(struct slot *s, struct member *me)
         }
         if (me->state == MEMBER_QUEUED)
             me->res->lock_wait_s = util_now() - t0;
-        slot_wait(s, me->req->deadline);
+        timed_wait(&me->cv, me->req->deadline);
     }
 }
 
@@ -216,8 +219,15 @@ static int batched_deduct(const struct guard *self, const struct deduct_env *env
         sell_alone(self, env, req, res);
         return 0;
     }
+    struct member me = {.req = req, .res = res, .state = MEMBER_QUEUED};
+    if (pthread_cond_init(&me.cv, &cv_attr) != 0) {
+        if (s->users == 0)
+            s->sku[0] = '\0';
+        pthread_mutex_unlock(&mu);
+        sell_alone(self, env, req, res);
+        return 0;
+    }
     s->users++;
-    struct member me = {req, res, MEMBER_QUEUED};
     s->open[s->nopen++] = &me;
     if (!s->has_leader) {
         s->has_leader = 1;
@@ -227,6 +237,7 @@ static int batched_deduct(const struct guard *self, const struct deduct_env *env
     }
     slot_leave(s);
     pthread_mutex_unlock(&mu);
+    pthread_cond_destroy(&me.cv);
     return 0;
 }
 
@@ -236,6 +247,9 @@ const struct guard guard_batched_update = {
            "transaction (one UPDATE ... WHERE stock>=sum, one multi-row ledger insert)",
     .expect = "correct, one commit per batch",
     .safe_across_instances = 1,
+    /* A repeated order id fails the batch's ledger insert and is answered
+     * from the ledger row (stock/batch.c): no read before every request. */
+    .own_idempotency = 1,
     .options = options,
     .noptions = sizeof(options) / sizeof(options[0]),
     .options_conf = &conf,

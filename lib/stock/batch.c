@@ -75,6 +75,27 @@ static int answer_ledger_duplicates(const struct deduct_env *env, struct batch_i
     return found;
 }
 
+/* Answer `it` with `o` (out of stock, unknown SKU) — unless its order id
+ * is in the ledger already: a repeat is the first sale's echo (or an
+ * order_id_conflict) whatever the stock is now, since the guard skips
+ * guard_deduct's ledger check. Returns 0, or a negative DB_E* code
+ * (nothing answered). */
+static int answer_unless_repeat(const struct deduct_env *env, struct batch_item *it,
+                                enum deduct_outcome o, long long remaining)
+{
+    struct ledger_row row;
+    int rc = store_ledger_get(env->db, it->req->order_id, 0, &row);
+    if (rc < 0)
+        return rc;
+    if (rc == 1) {
+        stock_fill_duplicate(&row, it->req, it->res);
+        it->answered = 1;
+    } else {
+        answer(it, o, remaining, NULL);
+    }
+    return 0;
+}
+
 /* The ledger rows of the requests taken, as JSON for
  * store_ledger_insert_many. NULL when out of memory. */
 static char *rows_json(struct batch_item **take, int n, const long long *remaining)
@@ -120,10 +141,11 @@ static int sell_round(const char *guard_name, const struct deduct_env *env,
     if (rc <= 0) {
         if (rc == 0) {
             db_rollback(env->db);
-            for (int i = 0; i < n; i++)
+            for (int i = 0; i < n && rc == 0; i++)
                 if (!pick[i]->answered)
-                    answer(pick[i], DEDUCT_UNKNOWN_SKU, 0, NULL);
-            return 1;
+                    rc = answer_unless_repeat(env, pick[i], DEDUCT_UNKNOWN_SKU, 0);
+            if (rc == 0)
+                return 1;
         }
         round_failed(env, pick, n, rc);
         return 1;
@@ -150,8 +172,13 @@ static int sell_round(const char *guard_name, const struct deduct_env *env,
         int taken = 0;
         for (int k = 0; k < ntake && !taken; k++)
             taken = take[k] == pick[i];
-        if (!pick[i]->answered && !taken)
-            answer(pick[i], DEDUCT_OUT_OF_STOCK, left, NULL);
+        if (pick[i]->answered || taken)
+            continue;
+        int rc = answer_unless_repeat(env, pick[i], DEDUCT_OUT_OF_STOCK, left);
+        if (rc < 0) {
+            round_failed(env, pick, n, rc);
+            return 1;
+        }
     }
     if (ntake == 0) {
         db_rollback(env->db);

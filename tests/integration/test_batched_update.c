@@ -189,6 +189,16 @@ static void test_batch_larger_than_stock_is_split(void **state)
     print_message("sold %lld of 5 after the holder\n", sold);
     assert_int_equal(sold, 5); /* 15 buyers of 1: the stock always fills */
     assert_exact("B-split", 6);
+    /* Sold out now: a repeat of a sale still echoes it, a new order is 409. */
+    struct shot again[2];
+    aim(&again[0], 1, "B-split", "b-split-hold", 1, 0);
+    aim(&again[1], 1, "B-split", "b-split-new", 1, 0);
+    wave(again, 2);
+    assert_int_equal(again[0].status, 200);
+    assert_true(again[0].duplicate);
+    assert_int_equal(again[1].status, 409);
+    assert_string_equal(again[1].error, "out_of_stock");
+    assert_exact("B-split", 6);
 }
 
 /* One order id sent 8 times at once, 4 with qty 1 and 4 with qty 2, all
@@ -226,6 +236,13 @@ static void test_duplicate_order_id_in_one_batch(void **state)
     assert_int_equal(echo, 3);
     assert_int_equal(conflict, 4);
     assert_exact("B-dup", 1 + qty);
+    /* The same order id naming a SKU that does not exist: still the
+     * order id's conflict, as guard_deduct's ledger check answers it. */
+    struct shot other;
+    aim(&other, 1, "B-dup-none", "b-dup-1", 1, 0);
+    wave(&other, 1);
+    assert_int_equal(other.status, 409);
+    assert_string_equal(other.error, "order_id_conflict");
 }
 
 struct wave_arg {
