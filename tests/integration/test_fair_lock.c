@@ -259,6 +259,62 @@ static void test_fair_saturation_no_starvation_exact(void **state)
     assert_true(a.consistent);
 }
 
+/* calls=N of one command in INFO commandstats, 0 when never called. */
+static long long cmd_calls(redisContext *c, const char *cmd)
+{
+    redisReply *r = redisCommand(c, "INFO commandstats");
+    assert_non_null(r);
+    char needle[64];
+    snprintf(needle, sizeof(needle), "cmdstat_%s:calls=", cmd);
+    const char *p = r->type == REDIS_REPLY_STRING ? strstr(r->str, needle) : NULL;
+    long long n = p ? atoll(p + strlen(needle)) : 0;
+    freeReplyObject(r);
+    return n;
+}
+
+/* Every lock script runs by EVALSHA: after one warm-up round (a script
+ * the server does not know yet is sent once by EVAL), redis-lock sales in
+ * every mode add EVALSHA calls and no EVAL; after SCRIPT FLUSH the next
+ * round sends each script once more and still sells. */
+static void test_lock_paths_use_evalsha(void **state)
+{
+    static const char *modes[] = {"", ",\"fair\":true", ",\"fencing\":true",
+                                  ",\"fair\":true,\"fencing\":true"};
+    const char *sku = "FL-evalsha";
+    assert_int_equal(it_seed(sku, 1000), 200);
+    redisContext *rc = raw();
+    long long eval0 = 0, sha0 = 0;
+    for (int round = 0; round < 3; round++) {
+        if (round == 1) {
+            eval0 = cmd_calls(rc, "eval");
+            sha0 = cmd_calls(rc, "evalsha");
+        }
+        if (round == 2)
+            freeReplyObject(redisCommand(rc, "SCRIPT FLUSH"));
+        for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
+            for (int inst = 0; inst < 2; inst++) {
+                char url[256], body[256];
+                snprintf(url, sizeof(url), "%s/inventory/deduct", it.inventory[inst]);
+                snprintf(body, sizeof(body), "{\"sku\":\"%s\",\"guard\":\"redis-lock\"%s}",
+                         sku, modes[m]);
+                assert_int_equal(it_status("POST", url, body), 200);
+            }
+        }
+        if (round == 1) {
+            long long eval1 = cmd_calls(rc, "eval"), sha1 = cmd_calls(rc, "evalsha");
+            print_message("steady round: EVAL +%lld, EVALSHA +%lld\n", eval1 - eval0,
+                          sha1 - sha0);
+            assert_int_equal(eval1, eval0);
+            assert_true(sha1 - sha0 >= 16);   /* 8 sales, acquire + release each */
+        }
+    }
+    struct it_audit a;
+    assert_int_equal(it_audit(sku, &a), 0);
+    assert_int_equal(a.sold, 24);
+    assert_true(a.consistent);
+    redisFree(rc);
+}
+
 static int group_setup(void **state) { return it_setup(); }
 
 int main(void)
@@ -269,6 +325,7 @@ int main(void)
         cmocka_unit_test(test_dead_waiter_is_skipped),
         cmocka_unit_test(test_timed_out_waiter_leaves_queue),
         cmocka_unit_test(test_fair_saturation_no_starvation_exact),
+        cmocka_unit_test(test_lock_paths_use_evalsha),
     };
     return cmocka_run_group_tests(tests, group_setup, NULL);
 }
