@@ -17,6 +17,8 @@
 
 #include "itest.h"
 
+#include <hiredis/hiredis.h>
+
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -63,6 +65,33 @@ static long long fence_of(const char *sku)
     return it_sql_value(q);
 }
 
+/* 1 once the first buyer holds its lock on sku (the Redis key, or the
+ * lock row), so the take-over cannot come first however slow the machine
+ * is. Polls for at most 5 s. */
+static int wait_held(const char *guard, const char *sku)
+{
+    char q[256];
+    snprintf(q, sizeof(q), "SELECT COUNT(*) FROM db_shopping.lock_table "
+                           "WHERE lock_name='inventory:%s'", sku);
+    struct timeval tv = {1, 0};
+    redisContext *c = redisConnectWithTimeout("127.0.0.1", (int)it.redis_port, tv);
+    int held = 0;
+    for (int i = 0; i < 250 && !held && c && !c->err; i++) {
+        if (strcmp(guard, "lock-table") == 0) {
+            held = it_sql_value(q) == 1;
+        } else {
+            redisReply *r = redisCommand(c, "EXISTS lock:inventory:{%s}", sku);
+            held = r && r->type == REDIS_REPLY_INTEGER && r->integer == 1;
+            if (r)
+                freeReplyObject(r);
+        }
+        if (!held)
+            sleep_ms(20);
+    }
+    redisFree(c);
+    return held;
+}
+
 /* The stale holder. `lease` is the guard's lease option for the first
  * buyer (watchdog off where the guard has one). Returns the first buyer's
  * status; *a receives the audit. */
@@ -78,11 +107,12 @@ static long stale_holder(const char *guard, const char *lease, int fencing, cons
     struct sale first = {0};
     snprintf(first.url, sizeof(first.url), "%s/inventory/deduct", it.inventory[0]);
     snprintf(first.body, sizeof(first.body),
-             "{\"sku\":\"%s\",\"guard\":\"%s\",\"hold_ms\":1500%s%s,\"order_id\":\"%s-1\"}",
+             "{\"sku\":\"%s\",\"guard\":\"%s\",\"hold_ms\":2500%s%s,\"order_id\":\"%s-1\"}",
              sku, guard, lease, fence, sku);
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, sale_main, &first), 0);
-    sleep_ms(700);   /* first has read 10 and holds; its 300 ms lease is gone */
+    assert_true(wait_held(guard, sku));
+    sleep_ms(500);   /* first has read 10 and holds; its 300 ms lease is gone */
 
     struct sale second = {0};
     char body[512];
