@@ -51,12 +51,13 @@ long long store_fence_claim(struct db_conn *db, const char *sku, unsigned long l
 }
 
 long long store_set_stock_fenced(struct db_conn *db, const char *sku, long long stock,
-                                 unsigned long long token)
+                                 unsigned long long token, long long version)
 {
     char t[24];
     snprintf(t, sizeof(t), "%llu", token);
     return db_run(db, "UPDATE inventory SET stock=?, version=version+1 "
-                      "WHERE sku=? AND fence = CAST(? AS UNSIGNED)", "lss", "", stock, sku, t);
+                      "WHERE sku=? AND fence = CAST(? AS UNSIGNED) AND version=?", "lssl", "",
+                  stock, sku, t, version);
 }
 
 long long store_set_stock_if_version(struct db_conn *db, const char *sku,

@@ -28,11 +28,12 @@ int store_read(struct db_conn *db, const char *sku, int for_update,
 long long store_set_stock(struct db_conn *db, const char *sku, long long stock);
 /* Fencing (see stock_rmw): claim the row for `token` (fence = token, only
  * while fence < token; 1 claimed, 0 a token as new or newer was there),
- * then write the computed value only while fence is still `token` (1
- * written, 0 a newer token claimed it meanwhile). */
+ * then write the computed value only while fence is still `token` and the
+ * row is still at the `version` read after the claim (1 written, 0 a newer
+ * token claimed it, or an unfenced write such as a release changed it). */
 long long store_fence_claim(struct db_conn *db, const char *sku, unsigned long long token);
 long long store_set_stock_fenced(struct db_conn *db, const char *sku, long long stock,
-                                 unsigned long long token);
+                                 unsigned long long token, long long version);
 /* Compare-and-set on version: 1 when it won, 0 when someone else wrote. */
 long long store_set_stock_if_version(struct db_conn *db, const char *sku,
                                      long long stock, long long version);

@@ -169,7 +169,9 @@ int stock_rmw_checked(const char *guard_name, const struct deduct_env *env,
      * claims it before its own read, so any write of ours that is accepted
      * (fence still ours) happened before that read: the newer holder sees
      * it. Checking the token only at the write would let an older holder
-     * write between a newer holder's read and write: a lost update. */
+     * write between a newer holder's read and write: a lost update. The
+     * write also wants the version we read: a release (which takes the
+     * lock but no token) landing while we were stale is not overwritten. */
     if (req->fence != 0 && (claimed = store_fence_claim(env->db, req->sku, req->fence)) < 0) {
         stock_db_failure(env->db, (int)claimed, res);
         return 0;
@@ -199,7 +201,7 @@ int stock_rmw_checked(const char *guard_name, const struct deduct_env *env,
     long long n;
     if ((n = db_begin(env->db)) < 0 ||
         (n = req->fence != 0
-                 ? store_set_stock_fenced(env->db, req->sku, remaining, req->fence)
+                 ? store_set_stock_fenced(env->db, req->sku, remaining, req->fence, version)
                  : store_set_stock(env->db, req->sku, remaining)) < 0) {
         txn_failed(env, req, n, res);
         return 0;

@@ -294,6 +294,46 @@ static void fenced_load(const char *guard)
 }
 
 static void test_redis_lock_fenced_load_exact(void **state) { fenced_load("redis-lock"); }
+
+/* A release lands while a fenced holder is stale (its lease gone): the
+ * release takes the lock but issues no token, so the fence alone would let
+ * the holder write its stale value over the unit given back. The fenced
+ * write also wants the version it read: refused, and the audit is exact. */
+static void test_release_during_stale_fenced_hold(void **state)
+{
+    const char *sku = "FE-release-stale";
+    assert_int_equal(it_seed(sku, 10), 200);
+    char body[512];
+    struct sale s;
+    snprintf(body, sizeof(body),
+             "{\"sku\":\"%s\",\"guard\":\"redis-lock\",\"order_id\":\"%s-sold\"}", sku, sku);
+    assert_int_equal(sell(&s, 0, body), 200);
+
+    struct sale holder = {0};
+    snprintf(holder.url, sizeof(holder.url), "%s/inventory/deduct", it.inventory[0]);
+    snprintf(holder.body, sizeof(holder.body),
+             "{\"sku\":\"%s\",\"guard\":\"redis-lock\",\"hold_ms\":2500" REDIS_SHORT
+             ",\"fencing\":true,\"order_id\":\"%s-stale\"}", sku, sku);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, sale_main, &holder), 0);
+    assert_true(wait_held("redis-lock", sku));
+    sleep_ms(500);   /* the holder read 9; its lease is gone */
+
+    char url[256], rel[128];
+    snprintf(url, sizeof(url), "%s/inventory/release", it.inventory[1]);
+    snprintf(rel, sizeof(rel), "{\"order_id\":\"%s-sold\"}", sku);
+    long st = it_status("POST", url, rel);
+    pthread_join(t, NULL);
+    print_message("release %ld; stale holder %ld %s\n", st, holder.status, holder.answer);
+    assert_int_equal(st, 200);
+    assert_int_equal(holder.status, 409);
+    assert_non_null(strstr(holder.answer, "fenced"));
+    struct it_audit a;
+    assert_int_equal(it_audit(sku, &a), 0);
+    assert_int_equal(a.sold, 0);
+    assert_int_equal(a.stock, 10);
+    assert_true(a.consistent);
+}
 static void test_lock_table_fenced_load_exact(void **state) { fenced_load("lock-table"); }
 
 int main(void)
@@ -308,6 +348,7 @@ int main(void)
         cmocka_unit_test(test_fencing_refused_where_no_token),
         cmocka_unit_test(test_redis_lock_fenced_load_exact),
         cmocka_unit_test(test_lock_table_fenced_load_exact),
+        cmocka_unit_test(test_release_during_stale_fenced_hold),
     };
     return cmocka_run_group_tests(tests, group_setup, NULL);
 }
