@@ -64,6 +64,8 @@
 #define RLOCK_TIMEOUT  -3   /* lock still held by someone else after wait_ms */
 #define RLOCK_ELOST    -4   /* at release, the lock was no longer ours */
 #define RLOCK_EINVAL   -5   /* bad argument, or release of an unheld lock */
+#define RLOCK_ENOACK   -6   /* granted, but fewer replicas than replicas_ack
+                             * acknowledged it in time: released again */
 
 #define RLOCK_KEY_MAX   200              /* longest key accepted */
 #define RLOCK_TOKEN_MAX UTIL_TOKEN_MAX   /* buffer for a token, NUL included */
@@ -109,6 +111,20 @@ struct rlock_opts {
     int watchdog;               /* renew every ttl/3 while held; default 1 */
     enum rlock_acquire acquire; /* default set-nx-px (RLOCK_SIMPLE only) */
     enum rlock_release release; /* default token-lua (RLOCK_SIMPLE only) */
+    /* RLOCK_REENTRANT only (EINVAL on a simple lock): */
+    int fencing;                /* INCR key":fence" inside the acquire script
+                                 * and keep it as the handle's token
+                                 * (rlock_fence); a nested acquire keeps it */
+    int fair;                   /* Redisson's fair lock: waiters queue in
+                                 * arrival order (list key":queue" and zset
+                                 * key":queue:t" of waiter leases) and are
+                                 * granted one at a time; a release
+                                 * publishes to the next waiter's own
+                                 * channel only */
+    int replicas_ack;           /* 0..5: after a first grant, WAIT for this
+                                 * many replicas; fewer in ack_timeout_ms
+                                 * releases it and answers RLOCK_ENOACK */
+    long ack_timeout_ms;        /* WAIT's bound, 1..60000 (default 100) */
 };
 
 struct rlock_client;
@@ -119,7 +135,8 @@ struct rlock;
 
 /* ---- options ---------------------------------------------------------- */
 
-/* Fill the safe defaults (reentrant, 30 s, watchdog on, set-nx-px, token-lua). */
+/* Fill the safe defaults (reentrant, 30 s, watchdog on, set-nx-px,
+ * token-lua; no fencing, not fair, no replica acknowledgement). */
 void rlock_opts_default(struct rlock_opts *o);
 
 /* Names used by flags and request bodies: "set-nx-px" "setnx-then-expire",
@@ -210,6 +227,8 @@ const char *rlock_errstr(const struct rlock *l);
  * into Redis. */
 const char *rlock_key(const struct rlock *l);
 const char *rlock_token(const struct rlock *l);
+/* The fencing token of the held lock (opts.fencing), 0 when none. */
+unsigned long long rlock_fence(const struct rlock *l);
 /* Local nesting count, 0 = not held. */
 int rlock_depth(const struct rlock *l);
 /* How long the last rlock_acquire waited (0 when its first try decided). */

@@ -139,6 +139,7 @@ const char *rlock_strerror(int code)
     case RLOCK_TIMEOUT:  return "timeout";
     case RLOCK_ELOST:    return "lost";
     case RLOCK_EINVAL:   return "invalid";
+    case RLOCK_ENOACK:   return "not_replicated";
     default:             return "unknown";
     }
 }
@@ -150,4 +151,8 @@ void rlock_opts_default(struct rlock_opts *o)
     o->watchdog = 1;
     o->acquire = RLOCK_ACQUIRE_SET_NX_PX;
     o->release = RLOCK_RELEASE_TOKEN_LUA;
+    o->fencing = 0;
+    o->fair = 0;
+    o->replicas_ack = 0;
+    o->ack_timeout_ms = 100;
 }

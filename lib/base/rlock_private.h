@@ -36,7 +36,12 @@ struct rlock {
     long last_wait_ms;          /* time the last rlock_acquire waited */
     struct rlock_opts opts;     /* effective options */
     struct rlock_client *client;
-    char chan[RLOCK_KEY_MAX + 16];
+    char chan[RLOCK_KEY_MAX + 16 + RLOCK_TOKEN_MAX]; /* fair: this handle's own */
+    char fence_key[RLOCK_KEY_MAX + 8];   /* key":fence", the token counter */
+    char queue_key[RLOCK_KEY_MAX + 8];   /* fair: key":queue", waiters in order */
+    char qtime_key[RLOCK_KEY_MAX + 8];   /* fair: key":queue:t", waiter leases */
+    unsigned long long fence;   /* token of the held lock, 0 = none */
+    int enqueue;                /* fair: a busy try joins the queue */
     uint64_t wd_id;             /* watchdog registration, 0 = none */
     int wd_lost_counted;        /* lost already counted by the watchdog */
 };
@@ -74,6 +79,23 @@ int rlock_reply_fail(struct rlock *l, redisContext *ctx, redisReply *r, const ch
 /* One attempt on ctx. 1 acquired, 0 busy (*pttl = holder's PTTL or -1),
  * <0 error (l->err set). */
 int rlock_try_once(struct rlock *l, redisContext *ctx, long *pttl);
+
+/* ---- fair lock (rlock_fair.c) ----------------------------------------- */
+
+/* How long a queued waiter stays in the queue without trying again: a
+ * waiter that died is skipped after this; a live one retries at least
+ * every WAIT_SLICE_MAX ms. */
+#define RLOCK_FAIR_WAITER_MS 1000
+
+/* One fair attempt on ctx (see rlock_try_once); joins or refreshes the
+ * queue when busy and l->enqueue is set. */
+int rlock_fair_try(struct rlock *l, redisContext *ctx, long *pttl);
+/* The fair release script: *n receives the count left (0 released, -1 not
+ * ours); returns the reply status like rlock_reply_fail. */
+int rlock_fair_release(struct rlock *l, redisContext *ctx, long long *n);
+/* Leave the queue after giving up (timeout, error), waking the next
+ * waiter if the lock is free. Best effort. */
+void rlock_fair_leave(struct rlock *l, redisContext *ctx);
 
 /* ---- waiting (rlock_wait.c) ------------------------------------------- */
 

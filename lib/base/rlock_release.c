@@ -86,16 +86,24 @@ static int release_hash(struct rlock *l, redisContext *ctx)
     if (l->depth == 1)
         counted = drop_hold(l);
     snprintf(ttl, sizeof ttl, "%ld", l->opts.ttl_ms);
-    r = rconn_script_run(ctx, &s_release_hash, 2, 4, av);
-    if (!r || r->type != REDIS_REPLY_INTEGER) {
-        int rc = rlock_reply_fail(l, ctx, r, "release");
-        if (r)
-            freeReplyObject(r);
-        drop_hold(l);
-        return rc;
+    if (l->opts.fair) {
+        int rc = rlock_fair_release(l, ctx, &n);
+        if (rc != RLOCK_OK) {
+            drop_hold(l);
+            return rc;
+        }
+    } else {
+        r = rconn_script_run(ctx, &s_release_hash, 2, 4, av);
+        if (!r || r->type != REDIS_REPLY_INTEGER) {
+            int rc = rlock_reply_fail(l, ctx, r, "release");
+            if (r)
+                freeReplyObject(r);
+            drop_hold(l);
+            return rc;
+        }
+        n = r->integer;
+        freeReplyObject(r);
     }
-    n = r->integer;
-    freeReplyObject(r);
     if (n < 0) {
         counted |= drop_hold(l);
         return release_lost(l, counted);

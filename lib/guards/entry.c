@@ -34,6 +34,15 @@ int guard_deduct(const struct guard *g, const struct deduct_env *env,
     snprintf(res->guard, sizeof(res->guard), "%s", g->name);
     snprintf(res->instance, sizeof(res->instance), "%s", env->instance);
     res->qty = req->qty;
+    /* A token comes with a lock: a guard that takes none has nothing to
+     * fence (the lock guards refuse what they cannot fence themselves). */
+    if (req->fencing && !g->locked) {
+        res->outcome = DEDUCT_BAD_REQUEST;
+        snprintf(res->detail, sizeof(res->detail),
+                 "fencing needs a lock guard; %.31s takes no lock, so there is no "
+                 "token to fence its write with", g->name);
+        return 0;
+    }
 
     struct ledger_row row;
     int rc = g->own_idempotency ? 0 : store_ledger_get(env->db, req->order_id, 0, &row);

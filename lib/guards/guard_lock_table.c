@@ -37,6 +37,25 @@ static int try_take(struct db_conn *db, const char *name, const char *owner, lon
     return rc == DB_ERETRY ? 0 : rc;
 }
 
+/* The fencing token: our lock row's id (AUTO_INCREMENT: every take, a
+ * take-over of an expired row included, gets a larger one). 0 with *fence
+ * set, -1 with res filled when the row is gone already or MySQL failed. */
+static int fence_of(const struct deduct_env *env, const char *name, const char *owner,
+                    unsigned long long *fence, struct deduct_res *res)
+{
+    int rc = store_lock_row_id(env->db, name, owner, fence);
+    if (rc == 1 && *fence > 0)
+        return 0;
+    if (rc < 0) {
+        stock_db_failure(env->db, rc, res);
+    } else {
+        res->outcome = DEDUCT_LEASE_EXPIRED;
+        snprintf(res->detail, sizeof(res->detail),
+                 "lock row %.70s taken over before its fencing token was read", name);
+    }
+    return -1;
+}
+
 static int lock_table_locked(const struct guard *self, const struct deduct_env *env,
                              const struct deduct_req *req, guard_work_fn work, void *ctx,
                              struct deduct_res *res)
@@ -65,8 +84,12 @@ static int lock_table_locked(const struct guard *self, const struct deduct_env *
         return -1;
     }
     int ret = -1;
+    struct deduct_req fenced = *req;
+    if (req->fencing && fence_of(env, name, owner, &fenced.fence, res) != 0)
+        goto release;
     if (!guard_deadline_passed(req, res))
-        ret = work(ctx, env, req, res);
+        ret = work(ctx, env, &fenced, res);
+release:
     if (store_lock_row_delete(env->db, name, owner) < 0)
         fprintf(stderr, "lock-table: release of %s failed (expires by itself): %s\n", name,
                 env->db->errstr);

@@ -9,6 +9,7 @@
 #include "stock/txn.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <time.h>
@@ -17,6 +18,12 @@
 
 static pthread_mutex_t stripes[MUTEX_STRIPES] = {
     [0 ... MUTEX_STRIPES - 1] = PTHREAD_MUTEX_INITIALIZER};
+
+/* The fencing token of this process: a counter no other instance sees.
+ * Monotonic here, meaningless across instances: one instance's counter
+ * runs ahead and the other's writes are refused (tests/integration/
+ * test_fencing.c shows it). */
+static atomic_ullong fence_counter;
 
 static unsigned stripe_of(const char *sku)
 {
@@ -56,8 +63,11 @@ static int mutex_locked(const struct guard *self, const struct deduct_env *env,
         return -1;
     }
     int ret = -1;
+    struct deduct_req fenced = *req;
+    if (req->fencing)
+        fenced.fence = atomic_fetch_add(&fence_counter, 1) + 1;
     if (!guard_deadline_passed(req, res))
-        ret = work(ctx, env, req, res);
+        ret = work(ctx, env, &fenced, res);
     pthread_mutex_unlock(m);
     return ret;
 }

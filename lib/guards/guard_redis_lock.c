@@ -11,12 +11,41 @@
 
 #include <stdio.h>
 
+/* The WAIT of replicas_ack: 100 ms, or less when the request has less. */
+#define REPLICAS_ACK_MAX_MS 100
+
+/* The options only the safe reentrant lock can honour: the fencing token
+ * and the fair queue live in its Lua scripts. Returns 1 with res filled
+ * (bad_request) when the request mixes them with a seeds' mistake. */
+static int refuse_options(const struct deduct_req *req, const struct rlock_opts *o,
+                          struct deduct_res *res)
+{
+    if (o->kind == RLOCK_REENTRANT || (!req->fencing && !req->fair))
+        return 0;
+    res->outcome = DEDUCT_BAD_REQUEST;
+    snprintf(res->detail, sizeof(res->detail),
+             "%s needs the default acquire/release (set-nx-px, token-lua): the %s is "
+             "taken inside the lock's Lua script", req->fencing ? "fencing" : "fair",
+             req->fencing ? "token" : "queue");
+    return 1;
+}
+
 static int redis_lock_locked(const struct guard *self, const struct deduct_env *env,
                              const struct deduct_req *req, guard_work_fn work, void *ctx,
                              struct deduct_res *res)
 {
     struct rlock_opts o;
     redis_shared_lock_opts(env, req, &o);
+    if (refuse_options(req, &o, res))
+        return -1;
+    o.fencing = req->fencing;
+    o.fair = req->fair;
+    o.replicas_ack = req->replicas_ack;
+    if (o.replicas_ack > 0) {
+        long left = (long)(deduct_time_left(req) * 1000.0);
+        o.ack_timeout_ms = left < REPLICAS_ACK_MAX_MS ? (left > 1 ? left : 1)
+                                                      : REPLICAS_ACK_MAX_MS;
+    }
     char key[KEYS_MAX];
     keys_lock(key, req->sku);
     struct rlock *l = rlock_new(redis_shared_locks(), key, &o);
@@ -28,14 +57,25 @@ static int redis_lock_locked(const struct guard *self, const struct deduct_env *
     double t0 = util_now();
     int rc = rlock_acquire(l, req->lock_wait_ms);
     res->lock_wait_s = util_now() - t0;
+    if (rc == RLOCK_ENOACK) {
+        res->outcome = DEDUCT_UNAVAILABLE;
+        snprintf(res->detail, sizeof(res->detail), "replicas_ack: %.140s", rlock_errstr(l));
+        rlock_free(l);
+        return -1;
+    }
     if (rc != RLOCK_OK) {
         redis_shared_lock_failure(rc, l, req->lock_wait_ms, "Redis lock", res);
         rlock_free(l);
         return -1;
     }
     int ret = -1;
-    if (!guard_deadline_passed(req, res))
-        ret = work(ctx, env, req, res);
+    if (!guard_deadline_passed(req, res)) {
+        /* The write is fenced with the token taken with the lock. */
+        struct deduct_req fenced = *req;
+        if (req->fencing)
+            fenced.fence = rlock_fence(l);
+        ret = work(ctx, env, &fenced, res);
+    }
     /* A release that finds the lock gone (expired while held) is counted
      * in the lock stats; the work stands, and the audit judges it. */
     rlock_release(l);

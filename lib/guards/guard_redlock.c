@@ -66,6 +66,16 @@ struct held {
 static int take(const struct deduct_env *env, const struct deduct_req *req, struct held *h,
                 struct deduct_res *res)
 {
+    if (req->fencing) {
+        /* Kleppmann's point ("How to do distributed locking", 2016): the
+         * masters share no counter, so no token Redlock could hand out is
+         * monotonic across holders, and a paused holder cannot be fenced. */
+        res->outcome = DEDUCT_BAD_REQUEST;
+        snprintf(res->detail, sizeof(res->detail),
+                 "redlock cannot issue fencing tokens: its masters share no counter, so no "
+                 "token is monotonic (Kleppmann); use redis-lock or lock-table");
+        return -1;
+    }
     if (!redlock) {
         res->outcome = DEDUCT_INTERNAL;
         snprintf(res->detail, sizeof(res->detail), "%s", unusable);

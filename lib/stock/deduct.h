@@ -32,6 +32,9 @@ struct deduct_req {
                                 * unless the token is newer than the row's */
     unsigned long long fence;  /* the token the guard obtained with its lock;
                                 * 0 = none (no fenced write) */
+    int replicas_ack;          /* redis-lock: replicas that must hold the
+                                * lock (WAIT) before the write; 0..2 */
+    int fair;                  /* redis-lock: queue waiters in arrival order */
 };
 
 /* 1 when the request's deadline has passed (never when it has none). */
@@ -58,6 +61,7 @@ static inline double deduct_time_left(const struct deduct_req *r)
     X(DEDUCT_ORDER_CONFLICT,  "order_id_conflict",   409, "order_id_conflict",   0) \
     X(DEDUCT_SKU_BUSY,        "sku_busy",            409, "sku_busy",            0) \
     X(DEDUCT_FENCED,          "fenced",              409, "fenced",              0) \
+    X(DEDUCT_BAD_REQUEST,     "bad_request",         400, "bad_request",         0) \
     X(DEDUCT_UNKNOWN_SKU,     "unknown_sku",         404, "unknown_sku",         0) \
     X(DEDUCT_LOCK_TIMEOUT,    "lock_timeout",        503, "lock_timeout",        1) \
     X(DEDUCT_LEASE_EXPIRED,   "lease_expired",       503, "lease_expired",       1) \

@@ -108,7 +108,7 @@ int req_parse_deduct(const char *body, size_t len, const struct req_defaults *d,
         return -1;
     const char *sku = NULL, *order_id = NULL, *g = NULL, *release = NULL,
                *acquire = NULL;
-    long long qty = 1, hold = 0, wait = d->lock_wait_ms, ttl = d->lock_ttl_ms;
+    long long qty = 1, hold = 0, wait = d->lock_wait_ms, ttl = d->lock_ttl_ms, acks = 0;
     int rc = -1;
     if (get_str(o, "sku", &sku, err, errlen) || get_str(o, "order_id", &order_id, err, errlen) ||
         get_str(o, "guard", &g, err, errlen) || get_str(o, "release", &release, err, errlen) ||
@@ -116,7 +116,8 @@ int req_parse_deduct(const char *body, size_t len, const struct req_defaults *d,
         get_int(o, "qty", 1, REQ_QTY_MAX, &qty, err, errlen) ||
         get_int(o, "hold_ms", 0, REQ_HOLD_MAX_MS, &hold, err, errlen) ||
         get_int(o, "lock_wait_ms", 0, REQ_LOCK_WAIT_MAX_MS, &wait, err, errlen) ||
-        get_int(o, "lock_ttl_ms", 0, REQ_LOCK_TTL_MAX_MS, &ttl, err, errlen))
+        get_int(o, "lock_ttl_ms", 0, REQ_LOCK_TTL_MAX_MS, &ttl, err, errlen) ||
+        get_int(o, "replicas_ack", 0, REQ_REPLICAS_ACK_MAX, &acks, err, errlen))
         goto out;
     if (!sku) {
         snprintf(err, errlen, "sku is required");
@@ -133,6 +134,11 @@ int req_parse_deduct(const char *body, size_t len, const struct req_defaults *d,
     json_t *fencing = json_object_get(o, "fencing");
     if (fencing && !json_is_boolean(fencing)) {
         snprintf(err, errlen, "fencing must be true or false");
+        goto out;
+    }
+    json_t *fair = json_object_get(o, "fair");
+    if (fair && !json_is_boolean(fair)) {
+        snprintf(err, errlen, "fair must be true or false");
         goto out;
     }
     if (release && rlock_release_parse(release, &out->release) != 0) {
@@ -159,6 +165,8 @@ int req_parse_deduct(const char *body, size_t len, const struct req_defaults *d,
     if (wd)
         out->watchdog = json_is_true(wd);
     out->fencing = fencing && json_is_true(fencing);
+    out->fair = fair && json_is_true(fair);
+    out->replicas_ack = (int)acks;
     rc = 0;
 out:
     json_decref(o);

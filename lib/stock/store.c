@@ -5,6 +5,9 @@
 
 #include "base/db.h"
 
+#include <stdio.h>
+#include <stdlib.h>
+
 int store_ledger_get(struct db_conn *db, const char *order_id, int for_update,
                      struct ledger_row *r)
 {
@@ -35,6 +38,26 @@ long long store_set_stock(struct db_conn *db, const char *sku, long long stock)
 {
     return db_run(db, "UPDATE inventory SET stock=?, version=version+1 WHERE sku=?",
                   "ls", "", stock, sku);
+}
+
+/* The token travels as a decimal string: db_run binds signed 64-bit only,
+ * and a token may use the whole unsigned range. */
+long long store_fence_claim(struct db_conn *db, const char *sku, unsigned long long token)
+{
+    char t[24];
+    snprintf(t, sizeof(t), "%llu", token);
+    return db_run(db, "UPDATE inventory SET fence=CAST(? AS UNSIGNED) "
+                      "WHERE sku=? AND fence < CAST(? AS UNSIGNED)", "sss", "", t, sku, t);
+}
+
+long long store_set_stock_fenced(struct db_conn *db, const char *sku, long long stock,
+                                 unsigned long long token, long long version)
+{
+    char t[24];
+    snprintf(t, sizeof(t), "%llu", token);
+    return db_run(db, "UPDATE inventory SET stock=?, version=version+1 "
+                      "WHERE sku=? AND fence = CAST(? AS UNSIGNED) AND version=?", "lssl", "",
+                  stock, sku, t, version);
 }
 
 long long store_set_stock_if_version(struct db_conn *db, const char *sku,
@@ -92,7 +115,7 @@ int store_seed(struct db_conn *db, const char *sku, long long stock, int segment
     long long rc = db_run(db, "INSERT INTO inventory (sku, stock, initial, version, segments) "
                               "VALUES (?, ?, ?, 0, ?) ON DUPLICATE KEY UPDATE "
                               "stock=VALUES(stock), initial=VALUES(initial), "
-                              "version=version+1, segments=VALUES(segments)",
+                              "version=version+1, segments=VALUES(segments), fence=0",
                           "slli", "", sku, stock, stock, segments);
     if (rc >= 0)
         rc = db_run(db, "DELETE FROM ledger WHERE sku=?", "s", "", sku);
@@ -150,4 +173,16 @@ long long store_lock_row_delete(struct db_conn *db, const char *name, const char
 {
     return db_run(db, "DELETE FROM lock_table WHERE lock_name=? AND owner=?", "ss", "",
                   name, owner);
+}
+
+int store_lock_row_id(struct db_conn *db, const char *name, const char *owner,
+                      unsigned long long *id)
+{
+    char buf[24];
+    long long n = db_run(db, "SELECT CAST(id AS CHAR) FROM lock_table "
+                             "WHERE lock_name=? AND owner=?", "ss", "s", name, owner,
+                         buf, sizeof(buf));
+    if (n > 0)
+        *id = strtoull(buf, NULL, 10);
+    return n < 0 ? (int)n : n > 0;
 }

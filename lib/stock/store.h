@@ -26,6 +26,14 @@ int store_read(struct db_conn *db, const char *sku, int for_update,
                long long *stock, long long *version);
 /* Absolute write of the computed value (the read-modify-write's write). */
 long long store_set_stock(struct db_conn *db, const char *sku, long long stock);
+/* Fencing (see stock_rmw): claim the row for `token` (fence = token, only
+ * while fence < token; 1 claimed, 0 a token as new or newer was there),
+ * then write the computed value only while fence is still `token` and the
+ * row is still at the `version` read after the claim (1 written, 0 a newer
+ * token claimed it, or an unfenced write such as a release changed it). */
+long long store_fence_claim(struct db_conn *db, const char *sku, unsigned long long token);
+long long store_set_stock_fenced(struct db_conn *db, const char *sku, long long stock,
+                                 unsigned long long token, long long version);
 /* Compare-and-set on version: 1 when it won, 0 when someone else wrote. */
 long long store_set_stock_if_version(struct db_conn *db, const char *sku,
                                      long long stock, long long version);
@@ -44,7 +52,7 @@ long long store_ledger_insert_many(struct db_conn *db, const char *rows_json,
                                    const char *sku, const char *guard, const char *instance);
 long long store_ledger_mark_released(struct db_conn *db, const char *order_id);
 /* Create or reset a SKU: stock = initial = `stock`, version bumped (0 for a
- * new SKU), its ledger and its lock-table row cleared. Runs inside the
+ * new SKU), fence back to 0, its ledger and its lock-table row cleared. Runs inside the
  * caller's transaction (the reseed commits MySQL and the guards' side
  * state together). Returns 0 or a negative DB_E* code. */
 int store_seed(struct db_conn *db, const char *sku, long long stock, int segments);
@@ -64,5 +72,10 @@ long long store_lock_row_insert(struct db_conn *db, const char *name, const char
                                 long ttl_ms);
 long long store_lock_row_expire(struct db_conn *db, const char *name);
 long long store_lock_row_delete(struct db_conn *db, const char *name, const char *owner);
+/* The id of the lock row `name` while `owner` holds it (the lock-table
+ * guard's fencing token: AUTO_INCREMENT, larger on every take). 1 found
+ * (*id set), 0 not ours any more, or a negative DB_E* code. */
+int store_lock_row_id(struct db_conn *db, const char *name, const char *owner,
+                      unsigned long long *id);
 
 #endif

@@ -138,12 +138,44 @@ int stock_rmw(const char *guard_name, const struct deduct_env *env,
     return stock_rmw_checked(guard_name, env, req, NULL, NULL, res);
 }
 
+/* A stale lock holder's write refused by the row's fence. */
+static void rmw_fenced(const char *guard_name, const struct deduct_req *req,
+                       struct deduct_res *res)
+{
+    char labels[64];
+    snprintf(labels, sizeof(labels), "guard=\"%s\"", guard_name);
+    metrics_add("lab_fenced_total", labels, 1);
+    res->outcome = DEDUCT_FENCED;
+    snprintf(res->detail, sizeof(res->detail),
+             "fencing token %llu is older than the row's: this holder's lock was "
+             "taken over; nothing was written", req->fence);
+}
+
 int stock_rmw_checked(const char *guard_name, const struct deduct_env *env,
                       const struct deduct_req *req,
                       int (*may_write)(void *ctx, struct deduct_res *res), void *ctx,
                       struct deduct_res *res)
 {
-    long long stock, version;
+    long long stock, version, claimed = 1;
+    if (req->fencing && req->fence == 0) {
+        /* A lock guard that accepted fencing but issued no token: refuse
+         * rather than write unfenced behind the caller's back. */
+        res->outcome = DEDUCT_INTERNAL;
+        snprintf(res->detail, sizeof(res->detail),
+                 "guard %.31s issued no fencing token", guard_name);
+        return 0;
+    }
+    /* Fenced: claim the row for our token BEFORE reading it. A newer holder
+     * claims it before its own read, so any write of ours that is accepted
+     * (fence still ours) happened before that read: the newer holder sees
+     * it. Checking the token only at the write would let an older holder
+     * write between a newer holder's read and write: a lost update. The
+     * write also wants the version we read: a release (which takes the
+     * lock but no token) landing while we were stale is not overwritten. */
+    if (req->fence != 0 && (claimed = store_fence_claim(env->db, req->sku, req->fence)) < 0) {
+        stock_db_failure(env->db, (int)claimed, res);
+        return 0;
+    }
     int rc = store_read(env->db, req->sku, 0, &stock, &version);
     if (rc < 0) {
         stock_db_failure(env->db, rc, res);
@@ -151,6 +183,10 @@ int stock_rmw_checked(const char *guard_name, const struct deduct_env *env,
     }
     if (rc == 0) {
         res->outcome = DEDUCT_UNKNOWN_SKU;
+        return 0;
+    }
+    if (claimed == 0) {
+        rmw_fenced(guard_name, req, res);
         return 0;
     }
     if (stock < req->qty) {
@@ -164,8 +200,18 @@ int stock_rmw_checked(const char *guard_name, const struct deduct_env *env,
     long long remaining = stock - req->qty;
     long long n;
     if ((n = db_begin(env->db)) < 0 ||
-        (n = store_set_stock(env->db, req->sku, remaining)) < 0 ||
-        (n = store_ledger_insert(env->db, req->order_id, req->sku, req->qty,
+        (n = req->fence != 0
+                 ? store_set_stock_fenced(env->db, req->sku, remaining, req->fence, version)
+                 : store_set_stock(env->db, req->sku, remaining)) < 0) {
+        txn_failed(env, req, n, res);
+        return 0;
+    }
+    if (n == 0 && req->fence != 0) {
+        db_rollback(env->db);
+        rmw_fenced(guard_name, req, res);
+        return 0;
+    }
+    if ((n = store_ledger_insert(env->db, req->order_id, req->sku, req->qty,
                                  remaining, guard_name, env->instance)) < 0) {
         txn_failed(env, req, n, res);
         return 0;

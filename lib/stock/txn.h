@@ -10,7 +10,13 @@
 
 /* Read stock, check, hold req->hold_ms, then write the computed value and
  * the ledger row (guard `guard_name`) in one transaction. Lock guards call
- * it while holding their lock. Fills res; returns 0. */
+ * it while holding their lock. Fills res; returns 0.
+ * Fenced (req->fence != 0, the guard's lock token): the row is first
+ * claimed for the token (refused unless every token that wrote it is
+ * older), and the write only lands while the claim is still ours; a
+ * refusal is DEDUCT_FENCED with nothing written, counted in
+ * lab_fenced_total{guard}. req->fencing without a token is an internal
+ * error (a guard that promised one and gave none). */
 int stock_rmw(const char *guard_name, const struct deduct_env *env,
               const struct deduct_req *req, struct deduct_res *res);
 

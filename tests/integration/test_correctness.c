@@ -339,7 +339,7 @@ static void test_reseed_touches_only_its_sku(void **state)
     assert_int_equal(it_seed("P", 5), 200);
     assert_int_equal(it_seed("P2", 5), 200);
     it_sql("DELETE FROM db_shopping.lock_table WHERE lock_name IN ('inventory:P','inventory:P2')");
-    assert_int_equal(it_sql("INSERT INTO db_shopping.lock_table VALUES "
+    assert_int_equal(it_sql("INSERT INTO db_shopping.lock_table (lock_name, owner, expires_at) VALUES "
                             "('inventory:P','t',NOW(3) + INTERVAL 1 HOUR),"
                             "('inventory:P2','t',NOW(3) + INTERVAL 1 HOUR)"),
                      0);

@@ -48,6 +48,8 @@ static void test_outcome_contract(void **state)
         {DEDUCT_SOLD, 200, NULL, 0},
         {DEDUCT_DUPLICATE, 200, NULL, 0},
         {DEDUCT_OUT_OF_STOCK, 409, "out_of_stock", 0},
+        {DEDUCT_FENCED, 409, "fenced", 0},
+        {DEDUCT_BAD_REQUEST, 400, "bad_request", 0},
         {DEDUCT_UNKNOWN_SKU, 404, "unknown_sku", 0},
         {DEDUCT_LOCK_TIMEOUT, 503, "lock_timeout", 1},
         {DEDUCT_LEASE_EXPIRED, 503, "lease_expired", 1},

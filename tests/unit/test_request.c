@@ -121,6 +121,30 @@ static void test_deduct_valid(void **state)
     }
 }
 
+/* The lock options of issue 10/11: fencing, replicas_ack, fair. */
+static void test_deduct_lock_extras(void **state)
+{
+    (void)state;
+    static const struct { const char *label, *body; int fencing, acks, fair; } cases[] = {
+        {"absent: all off",  "{\"sku\":\"S\"}",                                      0, 0, 0},
+        {"all set",          "{\"sku\":\"S\",\"fencing\":true,\"replicas_ack\":2,\"fair\":true}", 1, 2, 1},
+        {"explicit false/0", "{\"sku\":\"S\",\"fencing\":false,\"replicas_ack\":0,\"fair\":false}", 0, 0, 0},
+        {"one replica",      "{\"sku\":\"S\",\"replicas_ack\":1}",                   0, 1, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct deduct_req r;
+        char guard[32], err[160] = "";
+        memset(&r, 0x7e, sizeof r);
+        if (req_parse_deduct(cases[i].body, strlen(cases[i].body), &defaults, &r, guard,
+                             sizeof guard, err, sizeof err) != 0)
+            fail_msg("%s: rejected: %s", cases[i].label, err);
+        if (r.fencing != cases[i].fencing || r.replicas_ack != cases[i].acks ||
+            r.fair != cases[i].fair || r.fence != 0)
+            fail_msg("%s: fencing %d replicas_ack %d fair %d fence %llu", cases[i].label,
+                     r.fencing, r.replicas_ack, r.fair, r.fence);
+    }
+}
+
 static void test_deduct_uses_len_not_nul(void **state)
 {
     (void)state;
@@ -214,6 +238,12 @@ static const struct { const char *label, *body, *mention; } deduct_bad_cases[] =
     {"watchdog null",            "{\"sku\":\"S\",\"watchdog\":null}",  "watchdog"},
     {"duplicate sku",            "{\"sku\":\"A\",\"sku\":\"B\"}",      "duplicate"},
     {"duplicate qty",            "{\"sku\":\"A\",\"qty\":1,\"qty\":1000}", "duplicate"},
+    {"fencing 1",                "{\"sku\":\"S\",\"fencing\":1}",      "fencing"},
+    {"replicas_ack 3",           "{\"sku\":\"S\",\"replicas_ack\":3}", "replicas_ack"},
+    {"replicas_ack -1",          "{\"sku\":\"S\",\"replicas_ack\":-1}", "replicas_ack"},
+    {"replicas_ack true",        "{\"sku\":\"S\",\"replicas_ack\":true}", "replicas_ack"},
+    {"fair \"yes\"",             "{\"sku\":\"S\",\"fair\":\"yes\"}",   "fair"},
+    {"fair 1",                   "{\"sku\":\"S\",\"fair\":1}",         "fair"},
 };
 
 static void test_deduct_invalid(void **state)
@@ -374,6 +404,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_check_id),
         cmocka_unit_test(test_deduct_valid),
+        cmocka_unit_test(test_deduct_lock_extras),
         cmocka_unit_test(test_deduct_uses_len_not_nul),
         cmocka_unit_test(test_deduct_defaults_follow_instance),
         cmocka_unit_test(test_deduct_invalid),
