@@ -274,12 +274,26 @@ static int stream_pending(const struct guard *self, const char *sku, long long *
     return 0;
 }
 
+/* KEYS[1] order, [2] pending entries; 1 when the order is a sale of its
+ * SKU's current epoch and that SKU still has sales queued, else 0. (Which
+ * entry is the order's would need a scan of the stream; while any sale of
+ * the SKU is queued a release waits, which also covers it.) */
+static struct rconn_script queued_script = RCONN_SCRIPT(
+    "local o = redis.call('GET', KEYS[1]) "
+    "if not o then return 0 end "
+    "local oep, osku = string.match(o, '^(.-)\n(.-)\n') "
+    "if not osku then return 0 end "
+    "if (redis.call('GET', 'sstock:{' .. osku .. '}:epoch') or '') ~= oep then return 0 end "
+    "if tonumber(redis.call('HGET', KEYS[2], osku) or '0') > 0 then return 1 end "
+    "return 0");
+
 static int stream_queued(const struct guard *self, const char *order_id)
 {
     char key[KEYS_MAX], err[128];
     keys_sorder(key, order_id);
-    const char *argv[2] = {"EXISTS", key};
-    redisReply *r = rconn_cmd_argv(redis_shared_pool(), err, sizeof(err), 2, argv);
+    const char *argv[2] = {key, KEYS_SALES_PENDING};
+    redisReply *r = rconn_eval(redis_shared_pool(), err, sizeof(err), &queued_script, 2, 2,
+                               argv);
     if (!r)
         return -1;
     int q = r->type == REDIS_REPLY_INTEGER && r->integer == 1;
@@ -366,6 +380,13 @@ static int stream_init(const struct guard *self, const char *instance, char *err
     return 0;
 }
 
+/* The shared Redis, checked under this guard's own hook: its setup (the
+ * flusher) differs from the other Redis guards'. */
+static int stream_health(const char **backend, char *err, size_t errlen)
+{
+    return redis_shared_health(backend, err, errlen);
+}
+
 static void stream_fini(const struct guard *self)
 {
     sflush_stop();
@@ -387,7 +408,7 @@ const struct guard guard_redis_stream = {
     .options_conf = &conf,
     .init = stream_init,
     .fini = stream_fini,
-    .health = redis_shared_health,
+    .health = stream_health,
     .export_metrics = sflush_export_metrics,
     .no_mysql_deduct = 1,
     .pending = stream_pending,

@@ -413,6 +413,7 @@ static void count_batch(void)
 static void *flusher_main(void *arg)
 {
     (void)arg;
+    mysql_thread_init();
     long backoff = 0;
     int own_done = 0;
     double next_claim = util_now() + (double)fl.conf->claim_idle_ms / 1000.0;

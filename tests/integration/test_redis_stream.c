@@ -74,6 +74,37 @@ static long long consumer_pending(const char *consumer)
     return n;
 }
 
+/* The order_id of the first sale `consumer` read and has not flushed;
+ * 0 when found. */
+static int held_order(const char *consumer, char *out, size_t outlen)
+{
+    struct timeval tv = {2, 0};
+    redisContext *c = redisConnectWithTimeout("127.0.0.1", (int)it.redis_port, tv);
+    int rc = -1;
+    if (!c || c->err) {
+        redisFree(c);
+        return -1;
+    }
+    redisReply *p = redisCommand(c, "XPENDING lab:sales flushers - + 1 %s", consumer);
+    if (p && p->type == REDIS_REPLY_ARRAY && p->elements == 1 &&
+        p->element[0]->type == REDIS_REPLY_ARRAY && p->element[0]->elements >= 1) {
+        const char *id = p->element[0]->element[0]->str;
+        redisReply *e = redisCommand(c, "XRANGE lab:sales %s %s", id, id);
+        if (e && e->type == REDIS_REPLY_ARRAY && e->elements == 1) {
+            const redisReply *kv = e->element[0]->element[1];
+            for (size_t k = 0; k + 1 < kv->elements; k += 2)
+                if (strcmp(kv->element[k]->str, "o") == 0) {
+                    snprintf(out, outlen, "%s", kv->element[k + 1]->str);
+                    rc = 0;
+                }
+        }
+        freeReplyObject(e);
+    }
+    freeReplyObject(p);
+    redisFree(c);
+    return rc;
+}
+
 static const char *deduct_url(int i)
 {
     static char u[2][256];
@@ -306,11 +337,30 @@ static void test_killed_instance_sales_claimed(void **state)
         nap_ms(150);
     }
     long long held = consumer_pending("inventory-stream-held");
+    /* A release of a sale still queued is refused (retry), not a 404. */
+    char order[80] = "", body[128], rel[200];
+    int found = held_order("inventory-stream-held", order, sizeof(order));
+    snprintf(body, sizeof(body), "{\"order_id\":\"%s\"}", order);
+    snprintf(rel, sizeof(rel), "%s/inventory/release", it.inventory[0]);
+    struct it_resp r;
+    long early = found == 0 ? it_http("POST", rel, body, &r) : 0;
+    if (found == 0)
+        it_resp_free(&r);
     it_kill(pid, SIGKILL, 5000);
-    print_message("answered %d, %lld held by the killed instance\n", answered, held);
+    print_message("answered %d, %lld held by the killed instance; release of %s: %ld\n",
+                  answered, held, order, early);
     assert_true(held > 0);
+    assert_int_equal(found, 0);
+    assert_int_equal(early, 503);
     drain("Rs-kill");
     assert_exact("Rs-kill", 1000, answered);
+    /* flushed now: the release goes through and the unit is back in both */
+    assert_int_equal(it_status("POST", rel, body), 200);
+    struct it_audit a;
+    assert_int_equal(it_audit("Rs-kill", &a), 0);
+    assert_true(a.consistent);
+    assert_int_equal(a.sold, answered - 1);
+    assert_int_equal(redis_stock("Rs-kill"), a.stock);
 }
 
 /* A counter of an instance's /metrics (-1 when unreadable). */
