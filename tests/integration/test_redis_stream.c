@@ -13,6 +13,7 @@
 #include "itest.h"
 
 #include <hiredis/hiredis.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -256,6 +257,40 @@ static void test_release_after_flush(void **state)
     assert_int_equal(redis_stock("Rs-rel"), 5);
 }
 
+static void *bg_hammer(void *p)
+{
+    it_hammer(p);
+    return NULL;
+}
+
+/* MariaDB stopped in the middle of a load (flushers may lose a COMMIT
+ * reply): every sale is answered from Redis, the stream backs up, and it
+ * drains exactly when MariaDB returns. */
+static void test_mariadb_stopped_during_load(void **state)
+{
+    seed("Rs-mid", 5000);
+    static const char *urls[2];
+    urls[0] = deduct_url(0);
+    urls[1] = deduct_url(1);
+    struct it_load l = {.total = 1500, .clients = 8, .urls = urls, .nurls = 2, .method = "POST",
+                        .body_fmt = "{\"sku\":\"Rs-mid\",\"order_id\":\"rs-mid-%d\"," G "}"};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, bg_hammer, &l), 0);
+    nap_ms(300);
+    int stopped = it_stack("stop", "mysql");
+    pthread_join(t, NULL);
+    long long queued = redis_pending("Rs-mid");
+    int started = it_stack("start", "mysql");
+    print_message("MariaDB stopped mid-load: %d answered, %lld queued when it returned\n",
+                  l.by_status[200], queued);
+    assert_int_equal(stopped, 0);
+    assert_int_equal(started, 0);
+    assert_int_equal(l.by_status[200], 1500);
+    assert_true(queued > 0);
+    drain("Rs-mid");
+    assert_exact("Rs-mid", 5000, 1500);
+}
+
 /* MariaDB stopped under load: sales keep being answered from Redis, the
  * stream backs up; Redis is then killed -9 and restarted with them still
  * queued (the append-only file keeps them); MariaDB returns and the queue
@@ -424,6 +459,7 @@ int main(void)
         cmocka_unit_test(test_release_after_flush),
         cmocka_unit_test(test_killed_instance_sales_claimed),
         cmocka_unit_test(test_lost_commit_replay_counts_once),
+        cmocka_unit_test(test_mariadb_stopped_during_load),
         cmocka_unit_test(test_mariadb_down_then_redis_crash),
     };
     return cmocka_run_group_tests(tests, group_setup, NULL);
