@@ -281,7 +281,7 @@ static int stream_pending(const struct guard *self, const char *sku, long long *
 static struct rconn_script queued_script = RCONN_SCRIPT(
     "local o = redis.call('GET', KEYS[1]) "
     "if not o then return 0 end "
-    "local oep, osku = string.match(o, '^(.-)\n(.-)\n') "
+    "local oep, osku = string.match(o, '^(.-)\\n(.-)\\n') "
     "if not osku then return 0 end "
     "if (redis.call('GET', 'sstock:{' .. osku .. '}:epoch') or '') ~= oep then return 0 end "
     "if tonumber(redis.call('HGET', KEYS[2], osku) or '0') > 0 then return 1 end "

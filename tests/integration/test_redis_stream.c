@@ -379,6 +379,7 @@ static void test_killed_instance_sales_claimed(void **state)
     snprintf(rel, sizeof(rel), "%s/inventory/release", it.inventory[0]);
     struct it_resp r;
     long early = found == 0 ? it_http("POST", rel, body, &r) : 0;
+    int said_queued = found == 0 && strstr(r.body, "still queued for MySQL") != NULL;
     if (found == 0)
         it_resp_free(&r);
     it_kill(pid, SIGKILL, 5000);
@@ -387,8 +388,10 @@ static void test_killed_instance_sales_claimed(void **state)
     assert_true(held > 0);
     assert_int_equal(found, 0);
     assert_int_equal(early, 503);
+    assert_true(said_queued);
     drain("Rs-kill");
     assert_exact("Rs-kill", 1000, answered);
+    assert_int_equal(it_status("POST", rel, "{\"order_id\":\"rs-kill-never\"}"), 404);
     /* flushed now: the release goes through and the unit is back in both */
     assert_int_equal(it_status("POST", rel, body), 200);
     struct it_audit a;
