@@ -45,10 +45,13 @@ int guard_deduct(const struct guard *g, const struct deduct_env *env,
     }
 
     struct ledger_row row;
-    int rc = g->own_idempotency ? 0 : store_ledger_get(env->db, req->order_id, 0, &row);
+    /* A write-behind guard answers from its own backend (no MySQL here);
+     * a batching guard answers repeats from its batch's insert. */
+    int rc = (g->own_idempotency || g->no_mysql_deduct)
+                 ? 0 : store_ledger_get(env->db, req->order_id, 0, &row);
     /* MySQL's own row-lock waits (for-update, conditional-update, the
      * absolute writes) last no longer than the request may wait. */
-    if (rc >= 0) {
+    if (rc >= 0 && !g->no_mysql_deduct) {
         int w = db_set_lock_wait(env->db, req->lock_wait_ms);
         if (w < 0)
             rc = w;
@@ -168,6 +171,28 @@ static int release_under_lock(void *ctx, const struct deduct_env *env,
     return 0;
 }
 
+/* An order the ledger does not have may be a write-behind sale still on
+ * its way to MySQL: releasing it now would find nothing to give back, so
+ * the caller is asked to retry (503) once it has landed. Returns
+ * STOCK_UNKNOWN_ORDER, or -1 with res filled. */
+static int queued_elsewhere(const char *order_id, struct deduct_res *res)
+{
+    size_t n;
+    const struct guard *const *all = guard_all(&n);
+    for (size_t i = 0; i < n; i++) {
+        int q = all[i]->queued ? all[i]->queued(all[i], order_id) : 0;
+        if (q != 0) {
+            res->outcome = DEDUCT_UNAVAILABLE;
+            snprintf(res->detail, sizeof(res->detail), q > 0
+                     ? "the %s sale of this order is still queued for MySQL: retry shortly"
+                     : "cannot tell whether %s still queues this order: retry shortly",
+                     all[i]->name);
+            return -1;
+        }
+    }
+    return STOCK_UNKNOWN_ORDER;
+}
+
 /* The MySQL half of a release, under the lock of the guard that sold it
  * when that guard is a lock guard. The lock needs the SKU, which only the
  * ledger row knows: a plain read finds it, stock_release then re-reads
@@ -182,7 +207,7 @@ static int release_stock(const struct deduct_env *env, const char *order_id,
         return -1;
     }
     if (rc == 0)
-        return STOCK_UNKNOWN_ORDER;
+        return queued_elsewhere(order_id, res);
     if (row->released)
         return STOCK_ALREADY_RELEASED;
     const struct guard *g = guard_find(row->guard);
@@ -244,4 +269,22 @@ void guard_describe(const char *sku, struct guard_facts *out)
     for (size_t i = 0; i < n; i++)
         if (all[i]->describe)
             all[i]->describe(all[i], sku, out);   /* best effort: Redis may be down */
+}
+
+int guard_pending(const char *sku, long long *entries, long long *units)
+{
+    int rc = 0;
+    size_t n;
+    const struct guard *const *all = guard_all(&n);
+    *entries = *units = 0;
+    for (size_t i = 0; i < n; i++) {
+        long long e = 0, u = 0;
+        if (!all[i]->pending)
+            continue;
+        if (all[i]->pending(all[i], sku, &e, &u) != 0)
+            rc = -1;
+        *entries += e;
+        *units += u;
+    }
+    return rc;
 }

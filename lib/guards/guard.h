@@ -17,7 +17,9 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#define GUARD_FACTS_MAX 4
+struct db_conf;
+
+#define GUARD_FACTS_MAX 8
 #define GUARD_FACT_VALUES 64
 
 /* One fact a guard reports about a SKU's side state (GET /inventory/{sku}):
@@ -98,6 +100,21 @@ struct guard {
     /* Optional: mirror the guard's counters into lib/base/metrics before
      * /metrics renders. Shared functions are called once. */
     void (*export_metrics)(void);
+
+    /* 1: deduct answers from the guard's own backend alone (write-behind,
+     * redis-stream) and checks order_id there itself; the entry point then
+     * skips the ledger read and the session setup, and env->db may be
+     * NULL: no MySQL round trip on the request path. */
+    int no_mysql_deduct;
+    /* Optional: sales of sku answered but not yet in MySQL (write-behind):
+     * *entries sales, *units units. Returns 0, or -1 when the backend
+     * cannot be read. */
+    int (*pending)(const struct guard *self, const char *sku, long long *entries,
+                   long long *units);
+    /* Optional: 1 when order_id is a sale answered by this guard and still
+     * queued for MySQL (a release must wait for it), 0 when not, -1 when
+     * the backend cannot be read. */
+    int (*queued)(const struct guard *self, const char *order_id);
 };
 
 /* For a lock guard's `locked`: after a wait for the lock, the request's
@@ -177,5 +194,15 @@ int guard_release(const struct deduct_env *env, const char *order_id,
 
 /* Every guard's facts about sku, best effort. */
 void guard_describe(const char *sku, struct guard_facts *out);
+
+/* Sum of every guard's `pending` for sku (GET .../audit). Returns 0, or -1
+ * when a guard's backend could not be read (the sums are then partial). */
+int guard_pending(const char *sku, long long *entries, long long *units);
+
+/* The MySQL settings of the process, for guards that run their own
+ * background connections (the redis-stream flusher). Set once by main()
+ * before guard_init_all; NULL when unset. conf must outlive the guards. */
+void guard_use_db(const struct db_conf *conf);
+const struct db_conf *guard_db(void);
 
 #endif

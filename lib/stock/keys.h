@@ -74,4 +74,40 @@ static inline void keys_lock_row(char out[KEYS_MAX], const char *sku)
     snprintf(out, KEYS_MAX, KEYS_LOCK_ROW_PREFIX "%s", sku);
 }
 
+/* redis-stream (write-behind): the SKU's stock, epoch and reconcile marker
+ * (the same roles as redis-decr's, kept apart: this guard's Redis stock is
+ * ahead of MySQL by its unflushed sales). */
+static inline void keys_sstock(char out[KEYS_MAX], const char *sku)
+{
+    snprintf(out, KEYS_MAX, "sstock:{%s}", sku);
+}
+
+static inline void keys_sstock_epoch(char out[KEYS_MAX], const char *sku)
+{
+    snprintf(out, KEYS_MAX, "sstock:{%s}:epoch", sku);
+}
+
+static inline void keys_sstock_reconcile(char out[KEYS_MAX], const char *sku)
+{
+    snprintf(out, KEYS_MAX, "sstock:{%s}:reconcile", sku);
+}
+
+/* redis-stream: an order_id's first sale ("epoch\nsku\nqty\nremaining\n
+ * instance"), so a repeat is answered from Redis. Global, not per SKU: a
+ * reused order_id with another SKU must be seen. The Lua sale script
+ * builds keys_sstock_epoch of that other SKU itself ("sstock:{" sku
+ * "}:epoch"). */
+static inline void keys_sorder(char out[KEYS_MAX], const char *order_id)
+{
+    snprintf(out, KEYS_MAX, "sorder:%s", order_id);
+}
+
+/* redis-stream: the one stream of unflushed sales, its consumer group, and
+ * two hashes sku -> unflushed entries / units. One stream per Redis: on a
+ * Redis Cluster it would need one per slot. */
+#define KEYS_SALES_STREAM "lab:sales"
+#define KEYS_SALES_GROUP "flushers"
+#define KEYS_SALES_PENDING "lab:sales:pending"
+#define KEYS_SALES_PENDING_UNITS "lab:sales:pending_units"
+
 #endif

@@ -186,3 +186,28 @@ int store_lock_row_id(struct db_conn *db, const char *name, const char *owner,
         *id = strtoull(buf, NULL, 10);
     return n < 0 ? (int)n : n > 0;
 }
+
+long long store_ledger_insert_rows(struct db_conn *db, const char *rows, const char *guard)
+{
+    return db_run(db, "INSERT INTO ledger (order_id, sku, qty, remaining, guard, instance) "
+                      "SELECT j.o, j.s, j.q, j.r, ?, j.i FROM JSON_TABLE(?, '$[*]' COLUMNS ("
+                      "o VARCHAR(64) PATH '$[0]', s VARCHAR(64) PATH '$[1]', "
+                      "q INT PATH '$[2]', r BIGINT PATH '$[3]', "
+                      "i VARCHAR(64) PATH '$[4]')) AS j",
+                  "ss", "", guard, rows);
+}
+
+long long store_ledger_insert_ignore(struct db_conn *db, const char *order_id,
+                                     const char *sku, long long qty, long long remaining,
+                                     const char *guard, const char *instance)
+{
+    return db_run(db, "INSERT IGNORE INTO ledger (order_id, sku, qty, remaining, guard, instance) "
+                      "VALUES (?, ?, ?, ?, ?, ?)", "ssllss", "",
+                  order_id, sku, qty, remaining, guard, instance);
+}
+
+long long store_take_floor(struct db_conn *db, const char *sku, long long qty)
+{
+    return db_run(db, "UPDATE inventory SET stock=GREATEST(stock-?, 0), version=version+1 "
+                      "WHERE sku=?", "ls", "", qty, sku);
+}

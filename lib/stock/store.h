@@ -78,4 +78,20 @@ long long store_lock_row_delete(struct db_conn *db, const char *name, const char
 int store_lock_row_id(struct db_conn *db, const char *name, const char *owner,
                       unsigned long long *id);
 
+/* ---- write-behind (redis-stream's flusher) ---------------------------- */
+
+/* Insert a batch of ledger rows in one statement: `rows` is a JSON array of
+ * [order_id, sku, qty, remaining, instance] (MariaDB/MySQL JSON_TABLE),
+ * all under `guard`. Returns the rows inserted, DB_EDUP when any order_id
+ * is already there (nothing inserted), or a negative DB_E* code. */
+long long store_ledger_insert_rows(struct db_conn *db, const char *rows, const char *guard);
+/* One ledger row, skipped when its order_id is there: 1 inserted, 0 not,
+ * or a negative DB_E* code. */
+long long store_ledger_insert_ignore(struct db_conn *db, const char *order_id,
+                                     const char *sku, long long qty, long long remaining,
+                                     const char *guard, const char *instance);
+/* stock -= qty, but never below 0 (units already answered elsewhere that
+ * MySQL did not have): 1 written, 0 no such SKU, or a negative code. */
+long long store_take_floor(struct db_conn *db, const char *sku, long long qty);
+
 #endif

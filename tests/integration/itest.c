@@ -514,3 +514,12 @@ int it_kill(int pid, int sig, long wait_ms)
     kill((pid_t)pid, SIGKILL);
     return waitpid((pid_t)pid, NULL, 0) == (pid_t)pid ? 0 : -1;
 }
+
+int it_redis_wipe(void)
+{
+    char cmd[700];
+    if (!it.stack_dir[0] || strchr(it.stack_dir, '\''))
+        return -1;
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s/redis/appendonlydir'", it.stack_dir);
+    return system(cmd) == 0 ? 0 : -1;
+}

@@ -112,4 +112,8 @@ int it_bin_has_option(const char *prog, const char *option);
  * Returns 0 once the process is gone; accepts pid <= 0 (nothing to do). */
 int it_kill(int pid, int sig, long wait_ms);
 
+/* With the stack's Redis stopped: delete its persistence (the append-only
+ * folder), so the next start is a Redis that lost its data. 0 on success. */
+int it_redis_wipe(void);
+
 #endif
