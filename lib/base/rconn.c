@@ -158,8 +158,16 @@ redisContext *rconn_get(struct rconn_pool *p, char *errbuf, size_t errlen)
     }
     if (ctx)
         return ctx;
-    return rconn_connect(p->host, p->port, p->connect_timeout_ms, p->cmd_timeout_ms,
-                         errbuf, errlen);
+    ctx = rconn_connect(p->host, p->port, p->connect_timeout_ms, p->cmd_timeout_ms,
+                        errbuf, errlen);
+    /* The master we knew is gone: ask the Sentinels now and try the one
+     * they name, once, rather than fail this call and the next few. */
+    if (!ctx && rconn_sentinel_followed(p->host, p->port)) {
+        rconn_sentinel_invalidate();
+        ctx = rconn_connect(p->host, p->port, p->connect_timeout_ms, p->cmd_timeout_ms,
+                            errbuf, errlen);
+    }
+    return ctx;
 }
 
 /* A broken context is freed, and so is every idle one: after a Redis

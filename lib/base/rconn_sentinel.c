@@ -184,6 +184,14 @@ static int followed(const char *host, int port)
     return sn.on && port == sn.port && strcmp(host, sn.host) == 0;
 }
 
+int rconn_sentinel_followed(const char *host, int port)
+{
+    pthread_mutex_lock(&sn.mu);
+    int f = followed(host, port);
+    pthread_mutex_unlock(&sn.mu);
+    return f;
+}
+
 int rconn_sentinel_route(const char *host, int port, char *out_host, size_t hostlen,
                          int *out_port)
 {

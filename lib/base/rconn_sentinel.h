@@ -11,6 +11,9 @@
 int rconn_sentinel_route(const char *host, int port, char *out_host, size_t hostlen,
                          int *out_port);
 
+/* 1 when host:port is the endpoint that follows Sentinel's master. */
+int rconn_sentinel_followed(const char *host, int port);
+
 /* 1 when host:port is the followed endpoint and the cached master differs
  * from ctx_host:ctx_port (a pooled connection to a former master). Asks the
  * Sentinels at most once a second. */
