@@ -156,7 +156,7 @@ tsan:
 	$(Q)$(MAKE) --no-print-directory SANITIZER=thread test
 
 demo: all
-	$(Q)LAB_BUILD=$(BUILD) bash loadtest/demo
+	$(Q)LAB_BUILD=$(BUILD) SCENARIO=$(or $(SCENARIO),default) bash loadtest/demo
 
 bench: all
 	$(Q)LAB_BUILD=$(BUILD) bash loadtest/bench

@@ -1,5 +1,6 @@
 /* Redis connections: connect with timeouts, per-endpoint idle pools, cached Lua scripts. */
 #include "rconn.h"
+#include "rconn_sentinel.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -40,6 +41,13 @@ redisContext *rconn_connect(const char *host, int port, int connect_timeout_ms,
 {
     struct timeval ct = { connect_timeout_ms / 1000, (connect_timeout_ms % 1000) * 1000 };
     struct timeval rt = { cmd_timeout_ms / 1000, (cmd_timeout_ms % 1000) * 1000 };
+    char master[128];
+    int master_port;
+    /* With Sentinel, the configured endpoint stands for "the master". */
+    if (rconn_sentinel_route(host, port, master, sizeof master, &master_port)) {
+        host = master;
+        port = master_port;
+    }
     redisContext *ctx = redisConnectWithTimeout(host, port, ct);
 
     if (!ctx) {
@@ -141,10 +149,25 @@ redisContext *rconn_get(struct rconn_pool *p, char *errbuf, size_t errlen)
         pool_flush(p);
         ctx = NULL;
     }
+    /* Sentinel named another master since this one was opened (a failover
+     * while the old master kept our socket open): every idle one is stale. */
+    if (ctx && rconn_sentinel_moved(p->host, p->port, ctx->tcp.host, ctx->tcp.port)) {
+        redisFree(ctx);
+        pool_flush(p);
+        ctx = NULL;
+    }
     if (ctx)
         return ctx;
-    return rconn_connect(p->host, p->port, p->connect_timeout_ms, p->cmd_timeout_ms,
-                         errbuf, errlen);
+    ctx = rconn_connect(p->host, p->port, p->connect_timeout_ms, p->cmd_timeout_ms,
+                        errbuf, errlen);
+    /* The master we knew is gone: ask the Sentinels now and try the one
+     * they name, once, rather than fail this call and the next few. */
+    if (!ctx && rconn_sentinel_followed(p->host, p->port)) {
+        rconn_sentinel_invalidate();
+        ctx = rconn_connect(p->host, p->port, p->connect_timeout_ms, p->cmd_timeout_ms,
+                            errbuf, errlen);
+    }
+    return ctx;
 }
 
 /* A broken context is freed, and so is every idle one: after a Redis
@@ -152,6 +175,7 @@ redisContext *rconn_get(struct rconn_pool *p, char *errbuf, size_t errlen)
  * than find out one stale context at a time. */
 static void pool_drop(struct rconn_pool *p, redisContext *ctx)
 {
+    rconn_sentinel_invalidate();   /* maybe a failover: ask before reconnecting */
     redisFree(ctx);
     pool_flush(p);
 }
@@ -208,6 +232,14 @@ static redisReply *refuse(redisContext *ctx, int code, const char *why)
     return NULL;
 }
 
+/* A write on a replica: the master we knew was demoted (it came back after
+ * a failover). Ask Sentinel again before the next connect. */
+static void readonly_check(const redisReply *r)
+{
+    if (r && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "READONLY", 8) == 0)
+        rconn_sentinel_invalidate();
+}
+
 redisReply *rconn_script_run(redisContext *ctx, struct rconn_script *s, int nkeys,
                              int argc, const char **argv)
 {
@@ -242,6 +274,7 @@ redisReply *rconn_script_run(redisContext *ctx, struct rconn_script *s, int nkey
     }
     if (av != stack)
         free(av);
+    readonly_check(r);
     return r;
 }
 
@@ -285,6 +318,9 @@ static redisReply *call_run(struct rconn_pool *p, char *err, size_t errlen,
             return NULL;
         redisReply *r = call_send(ctx, c);
         if (r) {
+            readonly_check(r);
+            if (r->type == REDIS_REPLY_ERROR && strncmp(r->str, "READONLY", 8) == 0)
+                ctx->err = REDIS_ERR_OTHER;   /* drop this pool's connections to the replica */
             rconn_put(p, ctx);
             if (r->type == REDIS_REPLY_ERROR) {
                 set_err(err, errlen, "redis error: %.100s", r->str);

@@ -90,4 +90,35 @@ redisReply *rconn_eval(struct rconn_pool *p, char *err, size_t errlen,
 /* PING: 0 when Redis answers, -1 with a reason in err. */
 int rconn_ping(struct rconn_pool *p, char *err, size_t errlen);
 
+/* ---- Sentinel --------------------------------------------------------- */
+
+/* Follow a master that Redis Sentinel manages. Once set, every connection
+ * rconn makes to host:port (the configured Redis endpoint: pools, the lock
+ * watchdog) goes to the master the Sentinels name for master_name instead,
+ * asked with SENTINEL get-master-addr-by-name on the first connect, again
+ * after a connection error or a READONLY reply (the old master came back
+ * as a replica), and at most once a second while connections are handed
+ * out (a failover while ours stayed open). Each question is bounded: every
+ * Sentinel in turn, 200 ms to connect and 300 ms to answer. While none
+ * answers, the last known master (or host:port itself) is used.
+ * sentinels: "host:port,host:port,..." (at most RCONN_SENTINELS_MAX).
+ * Returns 0, or -1 with a reason in err for a malformed list. Call before
+ * any thread uses rconn; an empty list turns following off. */
+#define RCONN_SENTINELS_MAX 8
+int rconn_sentinel_set(const char *host, int port, const char *sentinels,
+                       const char *master_name, char *err, size_t errlen);
+
+/* Parse "host:port,host:port" into hosts[i] (each hostlen bytes) and
+ * ports[i]; at most max entries. Returns the count, or -1 with a reason in
+ * err (empty entry, bad port, too many). Exposed for the unit tests. */
+int rconn_sentinel_parse(const char *list, char (*hosts)[128], int *ports, int max,
+                         char *err, size_t errlen);
+
+/* The master the last question answered ("host:port" into buf), for
+ * messages and tests; "" when Sentinel is not in use. */
+void rconn_sentinel_master(char *buf, size_t len);
+
+/* Ask again on the next connect (a connection error or READONLY). */
+void rconn_sentinel_invalidate(void);
+
 #endif

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* ---- scripts ---------------------------------------------------------- */
 
@@ -132,7 +133,12 @@ static int try_simple(struct rlock *l, redisContext *ctx, const char *ttl)
             if (rc) {
                 /* The seeds' mistake: a second command, not atomic. */
                 const char *ev[3] = { "PEXPIRE", l->key, ttl };
+                long gap = rlock_test_setnx_pause_ms();
                 freeReplyObject(r);
+                if (gap > 0) {   /* test knob: a crash here leaves a lock without TTL */
+                    struct timespec ts = { gap / 1000, (gap % 1000) * 1000000L };
+                    nanosleep(&ts, NULL);
+                }
                 r = redisCommandArgv(ctx, 3, ev, NULL);
                 if (!r || r->type != REDIS_REPLY_INTEGER)
                     rc = rlock_reply_fail(l, ctx, r, "PEXPIRE");

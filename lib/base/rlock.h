@@ -139,6 +139,13 @@ struct rlock;
  * token-lua; no fencing, not fair, no replica acknowledgement). */
 void rlock_opts_default(struct rlock_opts *o);
 
+/* TEST ONLY: milliseconds to sleep between SETNX and PEXPIRE in the seeds'
+ * setnx-then-expire acquire, from LAB_TEST_SETNX_PAUSE_MS (0..60000, read
+ * once; unset or bad = 0). Lets a test kill the holder between the two
+ * commands and show the lock that never expires (loadtest/compare's crash
+ * scenario). Never set it in production. */
+long rlock_test_setnx_pause_ms(void);
+
 /* Names used by flags and request bodies: "set-nx-px" "setnx-then-expire",
  * "token-lua" "plain-del" "get-then-del", "reentrant" "simple". parse
  * returns 0, or -1 for an unknown name (out untouched). */

@@ -3,6 +3,7 @@
 
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 enum field { F_KIND, F_ACQUIRE, F_RELEASE };
@@ -142,6 +143,24 @@ const char *rlock_strerror(int code)
     case RLOCK_ENOACK:   return "not_replicated";
     default:             return "unknown";
     }
+}
+
+static long setnx_pause_ms;
+static pthread_once_t setnx_pause_once = PTHREAD_ONCE_INIT;
+
+static void setnx_pause_read(void)
+{
+    const char *v = getenv("LAB_TEST_SETNX_PAUSE_MS");
+    char *end;
+    long ms = v ? strtol(v, &end, 10) : 0;
+    if (v && *v && !*end && ms > 0 && ms <= 60000)
+        setnx_pause_ms = ms;
+}
+
+long rlock_test_setnx_pause_ms(void)
+{
+    pthread_once(&setnx_pause_once, setnx_pause_read);
+    return setnx_pause_ms;
 }
 
 void rlock_opts_default(struct rlock_opts *o)

@@ -23,6 +23,13 @@ const struct cfg_opt redis_shared_options[REDIS_SHARED_NOPTIONS] = {
      "after Redis lost a SKU's stock, refuse redis-decr/segmented sales this long before "
      "reloading it from MySQL; must exceed the longest time a sale decided in Redis takes to "
      "reach MySQL (hold_ms <= 10 s, plus margin)"},
+    {"redis-sentinels", "LAB_REDIS_SENTINELS", CFG_STR, "", 0, 0,
+     offsetof(struct redis_shared_conf, sentinels), sizeof(redis_shared_conf.sentinels),
+     "host:port,... of Redis Sentinels: find the master through them (and follow a "
+     "failover) instead of using --redis-host/--redis-port; empty = no Sentinel"},
+    {"redis-master-name", "LAB_REDIS_MASTER_NAME", CFG_STR, "lab", 0, 0,
+     offsetof(struct redis_shared_conf, master_name), sizeof(redis_shared_conf.master_name),
+     "the master's name in Sentinel"},
 };
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
@@ -37,6 +44,15 @@ int redis_shared_init(const struct guard *self, const char *instance, char *err,
     int rc = 0;
     pthread_mutex_lock(&mu);
     if (users++ == 0) {
+        /* Before any connection: with Sentinels, every connection to
+         * --redis-host/--redis-port goes to the master they name. */
+        if (rconn_sentinel_set(redis_shared_conf.host, (int)redis_shared_conf.port,
+                               redis_shared_conf.sentinels, redis_shared_conf.master_name,
+                               err, errlen) != 0) {
+            users = 0;
+            pthread_mutex_unlock(&mu);
+            return -1;
+        }
         struct rlock_config cfg = {
             .host = redis_shared_conf.host,
             .port = (int)redis_shared_conf.port,

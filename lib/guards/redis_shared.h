@@ -16,13 +16,15 @@
  * longest hold_ms (10 s) plus it. */
 #define REDIS_DECIDED_WRITE_MARGIN_MS 1000
 
-#define REDIS_SHARED_NOPTIONS 3
+#define REDIS_SHARED_NOPTIONS 5
 extern const struct cfg_opt redis_shared_options[REDIS_SHARED_NOPTIONS];
 /* The rows' storage: options_conf of every Redis guard. */
 struct redis_shared_conf {
     char host[128];
     long port;
     long reload_wait_ms;       /* the reconcile horizon (redis_reconcile.h) */
+    char sentinels[512];       /* --redis-sentinels; "" = none */
+    char master_name[128];
 };
 extern struct redis_shared_conf redis_shared_conf;
 

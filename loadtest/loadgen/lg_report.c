@@ -104,6 +104,47 @@ static void dist_json(void *arg, uint64_t us, uint64_t count, uint64_t cum)
     *first = 0;
 }
 
+/* "timeline": one row per second since the start: ok (2xx), errors (other
+ * statuses and socket errors), sent, p99_ms of the responses completed in
+ * it; open loop also "offered" (what the rate asked for in that second)
+ * and, for the whole run, never_sent (offered but never written: the
+ * generator or the connections could not keep up). */
+static void timeline_json(FILE *out, const struct lg_report_info *ri)
+{
+    const struct lg_timeline *t = ri->timeline;
+    const struct lg_plan *p = ri->plan;
+    uint64_t sent = 0;
+    double offered_total = 0;
+    fprintf(out, ",\"timeline\":{\"bucket_s\":1,\"seconds\":[");
+    for (size_t i = 0; i < t->used; i++) {
+        const struct lg_tl_sec *s = &t->sec[i];
+        sent += s->sent;
+        fprintf(out, "%s{\"t\":%zu,\"ok\":%u,\"errors\":%u,\"sent\":%u,\"p99_ms\":%.3f",
+                i ? "," : "", i, s->ok, s->errors, s->sent,
+                (double)lg_tl_percentile(s, 99) / 1000.0);
+        if (p->rate > 0) {
+            /* the last second may be partial */
+            double span = ri->elapsed_s - (double)i;
+            double offered = p->rate * (span < 1.0 ? (span > 0 ? span : 0) : 1.0);
+            /* a count-bounded run offers no more than its requests */
+            if (p->requests && offered_total + offered > (double)p->requests)
+                offered = (double)p->requests - offered_total;
+            offered_total += offered;
+            fprintf(out, ",\"offered\":%.0f", offered);
+        }
+        fputc('}', out);
+    }
+    fputc(']', out);
+    if (p->rate > 0) {
+        if (p->requests && offered_total > (double)p->requests)
+            offered_total = (double)p->requests;
+        double never = offered_total - (double)sent;
+        fprintf(out, ",\"offered\":%.0f,\"never_sent\":%.0f", offered_total,
+                never > 0 ? never : 0);
+    }
+    fprintf(out, "%s}", t->oom ? ",\"truncated\":true" : "");
+}
+
 void lg_report_json(FILE *out, const struct lg_stats *s, const struct lg_report_info *ri)
 {
     const struct lg_plan *p = ri->plan;
@@ -152,6 +193,8 @@ void lg_report_json(FILE *out, const struct lg_stats *s, const struct lg_report_
             ms(lg_hist_percentile(h, 50)), ms(lg_hist_percentile(h, 90)),
             ms(lg_hist_percentile(h, 99)), ms(lg_hist_percentile(h, 99.9)), ms(h->max),
             lg_hist_mean(h) / 1000.0, ms(h->min));
+    if (ri->timeline)
+        timeline_json(out, ri);
     if (ri->latency_dist) {
         int first = 1;
         void *arg[3] = {out, (void *)s, &first};

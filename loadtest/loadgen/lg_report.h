@@ -12,6 +12,7 @@ struct lg_report_info {
     double elapsed_s;
     int interrupted;      /* stopped by SIGINT */
     int latency_dist;     /* include the full distribution */
+    const struct lg_timeline *timeline;  /* NULL: no "timeline" in the JSON */
 };
 
 /* Write the human summary. */

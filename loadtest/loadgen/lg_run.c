@@ -68,6 +68,8 @@ struct lg_worker {
     uint64_t rng;
     char *body;              /* scratch for the expanded body */
     struct lg_stats stats;
+    struct lg_timeline tl;   /* this thread's seconds, merged after join */
+    uint64_t tl_errors;      /* socket errors already put on the timeline */
     _Atomic uint64_t prog_requests, prog_errors;
     atomic_int done;
     char rbuf[LG_RBUF];
@@ -288,6 +290,7 @@ static void conn_send(struct lg_conn *c, uint64_t now)
     } else {
         c->start_us = now;
     }
+    lg_tl_sent(&w->tl, now);
     lg_http_init(&c->parser, p->head_method);
     c->state = C_BUSY;
     set_due(c, now + p->timeout_us);
@@ -305,6 +308,7 @@ static void response_done(struct lg_conn *c, uint64_t now)
         lg_http_error_code(c->parser.body, c->parser.body_len, code, sizeof code))
         lg_stats_code(s, code);
     lg_hist_record(&s->latency, now > c->start_us ? now - c->start_us : 0);
+    lg_tl_response(&w->tl, now, c->parser.status, now > c->start_us ? now - c->start_us : 0);
     publish(w);
     if (c->parser.conn_close) {
         conn_reset(c, now);
@@ -475,6 +479,15 @@ static int wait_events(int epfd, struct epoll_event *evs, uint64_t wait_us)
     return epoll_wait(epfd, evs, LG_EVENTS, (int)((wait_us + 999) / 1000));
 }
 
+/* Socket errors are counted where they happen, in many places; they reach
+ * the timeline here, at most one loop turn (<= 100 ms) late. */
+static void timeline_errors(struct lg_worker *w, uint64_t now)
+{
+    uint64_t e = lg_stats_errors(&w->stats);
+    lg_tl_errors(&w->tl, now, e - w->tl_errors);
+    w->tl_errors = e;
+}
+
 static void *worker_main(void *arg)
 {
     struct lg_worker *w = arg;
@@ -515,8 +528,10 @@ static void *worker_main(void *arg)
             break;
         for (int i = 0; i < n; i++)
             on_event(evs[i].data.ptr, evs[i].events);
+        timeline_errors(w, lg_now_us());
     }
     w->finished_at = lg_now_us();
+    timeline_errors(w, w->finished_at);
     publish(w);
     atomic_store(&w->done, 1);
     return NULL;
@@ -559,6 +574,8 @@ int lg_run(const struct lg_plan *plan, struct lg_stats *out, double *elapsed_s)
     char *wbufs = malloc((size_t)plan->connections * plan->req_max);
     lg_stats_init(out);
     *elapsed_s = 0;
+    if (plan->timeline)
+        lg_tl_init(plan->timeline, 0);
     if (!ws || !conns || !wbufs) {
         fprintf(stderr, "loadgen: out of memory for %u connections\n", plan->connections);
         goto out;
@@ -567,6 +584,8 @@ int lg_run(const struct lg_plan *plan, struct lg_stats *out, double *elapsed_s)
     atomic_store(&lg_stop_flag, 0);
     atomic_store(&lg_next_seq, plan->seq_start);
     lg_start_us = lg_now_us();
+    if (plan->timeline)
+        plan->timeline->start_us = lg_start_us;
     double interval = plan->rate > 0 ? 1e6 * plan->connections / plan->rate : 0;
     size_t ci = 0;
     for (unsigned i = 0; i < nw; i++) {
@@ -581,6 +600,7 @@ int lg_run(const struct lg_plan *plan, struct lg_stats *out, double *elapsed_s)
         w->conns = conns + ci;
         w->active = w->nconns;
         lg_stats_init(&w->stats);
+        lg_tl_init(&w->tl, lg_start_us);
         for (size_t k = 0; k < w->nconns; k++, ci++) {
             struct lg_conn *c = &conns[ci];
             c->w = w;
@@ -632,6 +652,8 @@ join:
     uint64_t end = lg_start_us;
     for (size_t i = 0; i < started; i++) {
         lg_stats_merge(out, &ws[i].stats);
+        if (plan->timeline && lg_tl_merge(plan->timeline, &ws[i].tl) != 0)
+            fprintf(stderr, "loadgen: out of memory for the timeline\n");
         if (ws[i].finished_at > end)
             end = ws[i].finished_at;
     }
@@ -648,6 +670,7 @@ out:
         if (ws[i].epfd > 0)
             close(ws[i].epfd);
         free(ws[i].body);
+        lg_tl_free(&ws[i].tl);
     }
     free(wbufs);
     free(conns);

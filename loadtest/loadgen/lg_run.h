@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 
 #include "lg_stats.h"
+#include "lg_timeline.h"
 #include "lg_tmpl.h"
 
 struct lg_url {
@@ -43,6 +44,7 @@ struct lg_plan {
     double rate;           /* total req/s, 0: closed loop */
     int progress;          /* print a progress line on stderr */
     size_t req_max;        /* bound of one expanded request */
+    struct lg_timeline *timeline;  /* NULL, or filled by lg_run (caller frees with lg_tl_free) */
 };
 
 /* Run the plan to completion (count, duration, every connection given up,

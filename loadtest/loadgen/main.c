@@ -52,12 +52,16 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
 
     static struct lg_stats stats;
+    static struct lg_timeline timeline;
+    plan->timeline = &timeline;
     double elapsed;
     if (lg_run(plan, &stats, &elapsed) != 0) {
+        lg_tl_free(&timeline);
         lg_plan_free(plan);
         return 1;
     }
-    struct lg_report_info ri = {plan, elapsed, lg_interrupted != 0, conf.latency_dist};
+    struct lg_report_info ri = {plan, elapsed, lg_interrupted != 0, conf.latency_dist,
+                                &timeline};
     lg_report_text(stdout, &stats, &ri);
     fflush(stdout);
     rc = 0;
@@ -65,6 +69,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "loadgen: cannot write %s: %s\n", conf.json, strerror(errno));
         rc = 1;
     }
+    lg_tl_free(&timeline);
     lg_plan_free(plan);
     return rc;
 }

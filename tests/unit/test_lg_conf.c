@@ -196,7 +196,7 @@ static void test_json_schema(void **state)
         lg_hist_record(&s.latency, 1000 + (uint64_t)i);
     }
     s.err_timeout = 2;
-    struct lg_report_info ri = {p, 2.0, 0, 1};
+    struct lg_report_info ri = {p, 2.0, 0, 1, NULL};
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
