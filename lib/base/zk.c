@@ -148,6 +148,7 @@ static void session_fn(zhandle_t *zh, int type, int state, const char *path, voi
     struct zk_session *s = ctx;
     struct zk_client *c = s->c;
     pthread_mutex_lock(&c->mu);
+    enum zk_state was = s->state;
     if (s->state != ZK_LOST) {
         if (state == ZOO_CONNECTED_STATE) {
             s->state = ZK_CONNECTED;
@@ -161,8 +162,12 @@ static void session_fn(zhandle_t *zh, int type, int state, const char *path, voi
             c->stats.suspended++;
         }
     }
+    enum zk_state now = s->state;
     pthread_cond_broadcast(&c->cv);
     pthread_mutex_unlock(&c->mu);
+    if (now != was)
+        fprintf(stderr, "zookeeper %s: session %s -> %s\n", c->hosts, zk_state_name(was),
+                zk_state_name(now));
     watch_wake_all();
 }
 
@@ -175,9 +180,10 @@ struct zk_client *zk_client_new(const char *hosts, long session_ms)
     pthread_cond_init(&c->cv, NULL);
     snprintf(c->hosts, sizeof(c->hosts), "%s", hosts ? hosts : "");
     c->session_ms = session_ms;
-    /* The library's own log goes to stderr; at INFO it writes a line per
-     * reconnect attempt while the server is away. */
-    zoo_set_debug_level(ZOO_LOG_LEVEL_ERROR);
+    /* The library's own log writes a line per reconnect attempt (about
+     * 30 a second while the server is away): off; session_fn logs each
+     * change of state once instead. */
+    zoo_set_debug_level((ZooLogLevel)0);
     return c;
 }
 
