@@ -73,6 +73,8 @@ static int zk_init(const struct guard *self, const char *instance, char *err, si
         snprintf(err, errlen, "out of memory");
         return -1;
     }
+    metrics_describe("lab_zk_connected", "gauge",
+                     "1 while the zookeeper guard's session is connected");
     return 0;
 }
 
