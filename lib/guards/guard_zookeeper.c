@@ -289,7 +289,10 @@ static int take(const struct deduct_req *req, struct zk_held *h, struct deduct_r
     double until = t0 + (double)req->lock_wait_ms / 1000.0;
     if (req->deadline > 0 && req->deadline < until)
         until = req->deadline;
-    long connect_ms = ms_left(until) < conf.connect_wait_ms ? ms_left(until) : conf.connect_wait_ms;
+    /* The connection wait is not the lock wait (lock_wait_ms 0 is a
+     * try-lock, yet needs a session): bounded by the request's deadline. */
+    long to_deadline = (long)(deduct_time_left(req) * 1000.0);
+    long connect_ms = to_deadline < conf.connect_wait_ms ? to_deadline : conf.connect_wait_ms;
     char err[160];
     memset(h, 0, sizeof(*h));
     h->req = req;
