@@ -320,6 +320,71 @@ static void test_zookeeper_paused_holder_refuses(void **state)
     assert_true(a.consistent);
 }
 
+/* A holder killed (SIGKILL) inside hold_ms: its node is ephemeral, so the
+ * lock is free once its 1 s session expires, and a buyer on instance 2
+ * that waits sells; the killed holder wrote nothing. */
+static void test_zookeeper_crashed_holder_frees(void **state)
+{
+    const char *sku = "ZK-crash";
+    assert_int_equal(it_seed(sku, 5), 200);
+    long port = it_port_base() + 37;
+    char url_c[256], url2[256];
+    const char *const args[] = {"--threads", "4", "--zk-hosts", zk_hosts, "--zk-session-ms",
+                                "1000", NULL};
+    int pid = it_start_inventory("inventory-zk-crash", port, NULL, args);
+    assert_true(pid > 0);
+    snprintf(url_c, sizeof(url_c), "http://127.0.0.1:%ld/inventory/deduct", port);
+    deduct_url(1, url2, sizeof(url2));
+    struct holder h = {.url = url_c,
+                       .body = "{\"sku\":\"ZK-crash\",\"guard\":\"zookeeper\",\"hold_ms\":8000,"
+                               "\"order_id\":\"ZK-crash-holder\"}"};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, hold_thread, &h), 0);
+    int held = wait_nodes(sku, 1);
+    it_kill(pid, SIGKILL, 5000);
+    double t0 = now_s();
+    long st = it_status("POST", url2,
+                        "{\"sku\":\"ZK-crash\",\"guard\":\"zookeeper\",\"lock_wait_ms\":8000,"
+                        "\"order_id\":\"ZK-crash-buyer\"}");
+    double took = now_s() - t0;
+    pthread_join(t, NULL);
+    print_message("buyer after the holder's crash: %ld in %.2f s (holder: %ld)\n", st, took,
+                  h.status);
+    assert_int_equal(held, 0);
+    assert_int_equal(h.status, 0);          /* the holder never answered */
+    assert_int_equal(st, 200);
+    assert_int_equal(lock_nodes(sku), 0);
+    struct it_audit a;
+    assert_int_equal(it_audit(sku, &a), 0);
+    assert_int_equal(a.sold, 1);
+    assert_int_equal(a.stock, 4);
+    assert_true(a.consistent);
+}
+
+/* A zookeeper sale released: the release runs under the SKU's ZooKeeper
+ * lock and gives the unit back. */
+static void test_zookeeper_release(void **state)
+{
+    const char *sku = "ZK-rel";
+    assert_int_equal(it_seed(sku, 3), 200);
+    char url[256], rel[256];
+    deduct_url(0, url, sizeof(url));
+    assert_int_equal(it_status("POST", url,
+                               "{\"sku\":\"ZK-rel\",\"guard\":\"zookeeper\","
+                               "\"order_id\":\"ZK-rel-1\"}"), 200);
+    snprintf(rel, sizeof(rel), "%s/inventory/release", it.inventory[1]);
+    struct it_resp r;
+    assert_int_equal(it_http("POST", rel, "{\"order_id\":\"ZK-rel-1\"}", &r), 200);
+    assert_non_null(r.json);
+    assert_true(json_is_true(json_object_get(r.json, "released")));
+    it_resp_free(&r);
+    struct it_audit a;
+    assert_int_equal(it_audit(sku, &a), 0);
+    assert_int_equal(a.stock, 3);
+    assert_true(a.consistent);
+    assert_int_equal(lock_nodes(sku), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -327,6 +392,8 @@ int main(void)
         cmocka_unit_test(test_zookeeper_waiter_gives_up),
         cmocka_unit_test(test_zookeeper_fencing),
         cmocka_unit_test(test_zookeeper_paused_holder_refuses),
+        cmocka_unit_test(test_zookeeper_crashed_holder_frees),
+        cmocka_unit_test(test_zookeeper_release),
         cmocka_unit_test_teardown(test_zookeeper_down_then_back, restart_zk),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
