@@ -213,11 +213,11 @@ static int create_node(struct zk_held *h, double until, struct deduct_res *res)
 static void delete_node(struct zk_held *h)
 {
     int rc = zoo_delete(zk_session_handle(h->s), h->node, -1);
-    if (rc == ZOK || rc == ZNONODE)
+    /* A lost session took the node with it. */
+    if (rc == ZOK || rc == ZNONODE || zk_session_state(client, h->s) == ZK_LOST)
         return;
     atomic_fetch_add(&n_release_failures, 1);
-    if (zk_session_state(client, h->s) != ZK_LOST)
-        zk_session_abandon(client, h->s, "lock node delete failed");
+    zk_session_abandon(client, h->s, "lock node delete failed");
 }
 
 /* Wait until our node is the lowest. 0 held; -1 with res filled. */
