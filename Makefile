@@ -19,6 +19,10 @@ PKGS     := libmicrohttpd jansson hiredis libcurl mysqlclient
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS))
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS))
 TEST_LIBS  := $(shell pkg-config --libs cmocka)
+# libzookeeper-mt-dev ships no pkg-config file; THREADED exposes the
+# synchronous calls of the multi-threaded client.
+ZK_CFLAGS  := -I/usr/include/zookeeper -DTHREADED
+ZK_LIBS    := -lzookeeper_mt
 
 SANITIZER ?=
 ifeq ($(SANITIZER),address)
@@ -36,9 +40,9 @@ else
   BUILD     ?= build
 endif
 
-FINAL_CFLAGS  = $(STD) $(WARN) $(OPT) $(DEBUG) $(SAN_FLAGS) $(PKG_CFLAGS) -Ilib -MMD -MP $(CFLAGS)
+FINAL_CFLAGS  = $(STD) $(WARN) $(OPT) $(DEBUG) $(SAN_FLAGS) $(PKG_CFLAGS) $(ZK_CFLAGS) -Ilib -MMD -MP $(CFLAGS)
 FINAL_LDFLAGS = $(SAN_FLAGS) $(LDFLAGS)
-FINAL_LIBS    = $(PKG_LIBS) -lpthread -lm $(LIBS)
+FINAL_LIBS    = $(PKG_LIBS) $(ZK_LIBS) -lpthread -lm $(LIBS)
 
 ifeq ($(V),1)
   Q :=

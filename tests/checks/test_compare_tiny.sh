@@ -51,7 +51,7 @@ t0=$SECONDS
 # tests/run exports its own stack's addresses: they must not leak into this
 # one (LAB_*_PORT beat LAB_PORT_BASE; LAB_INVENTORY_URLS means "external").
 env -u LAB_INVENTORY_URLS -u LAB_ORDER_URL -u LAB_MYSQL_PORT -u LAB_REDIS_PORT \
-    -u LAB_ORDER_PORT -u LAB_INVENTORY_PORT -u LAB_REDLOCK_PORT -u LAB_REPORTS_DIR \
+    -u LAB_ORDER_PORT -u LAB_INVENTORY_PORT -u LAB_REDLOCK_PORT -u LAB_REPORTS_DIR -u LAB_ZK_PORT \
     LAB_PORT_BASE="$base" LAB_BUILD="$BUILD" LAB_BIN_DIR="$BUILD/bin" LAB_MYSQL_FLUSH=2 LAB_WAIT_S=60 \
     timeout 300 python3 "$ROOT/loadtest/compare" --scenario "$tmp/tiny.conf" \
     --out "$tmp/out" --dir "$tmp/stack" > "$tmp/compare.out" 2>&1
