@@ -46,6 +46,22 @@ int edge_utf8_valid(const char *s, size_t n)
     return 1;
 }
 
+void edge_utf8_scrub(char *s)
+{
+    size_t n = strlen(s);
+    for (size_t i = 0; i < n;) {
+        unsigned char c = (unsigned char)s[i];
+        size_t len = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3
+                   : (c & 0xF8) == 0xF0 ? 4 : 0;
+        if (len && len <= n - i && edge_utf8_valid(s + i, len)) {
+            i += len;
+        } else {
+            s[i] = '?';
+            i++;
+        }
+    }
+}
+
 int edge_is_json_type(const char *ct)
 {
     static const char want[] = "application/json";

@@ -12,6 +12,12 @@
  * here; C strings cannot carry them past MHD anyway. */
 int edge_utf8_valid(const char *s, size_t n);
 
+/* Make the NUL-terminated s well-formed UTF-8 in place: every byte that
+ * does not start a complete, valid character becomes '?'. For texts that
+ * quote client bytes (a parser's "near '...'"), which may stop in the
+ * middle of a character. Never fails; s keeps its length. */
+void edge_utf8_scrub(char *s);
+
 /* 1 when a Content-Type value names application/json: case-insensitive,
  * optional blanks, parameters after ';' allowed ("application/json;
  * charset=utf-8"). NULL or anything else is 0. */

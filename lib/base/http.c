@@ -77,16 +77,10 @@ void http_error(struct http_resp *resp, int status, const char *code,
     va_start(ap, fmt);
     vsnprintf(detail, sizeof(detail), fmt, ap);
     va_end(ap);
-    /* Truncation may have cut a UTF-8 sequence, which jansson refuses:
-     * drop the partial character. */
-    size_t n = strlen(detail);
-    if (n == sizeof(detail) - 1) {
-        size_t k = n;
-        while (k > 0 && ((unsigned char)detail[k - 1] & 0xC0) == 0x80)
-            k--;
-        if (k > 0 && ((unsigned char)detail[k - 1] & 0x80))
-            detail[k - 1] = '\0';
-    }
+    /* jansson refuses a string that is not UTF-8, which would turn the
+     * answer into a 500: a detail may quote client bytes that stop in the
+     * middle of a character, and truncation may cut one. */
+    edge_utf8_scrub(detail);
     http_json(resp, status, json_pack("{s:b,s:s,s:s}", "ok", 0, "error", code,
                                       "detail", detail));
 }

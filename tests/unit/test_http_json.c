@@ -80,6 +80,27 @@ static void test_error_long_detail(void **state)
     resp_clear(&r);
 }
 
+static void test_error_detail_with_broken_utf8(void **state)
+{
+    (void)state;
+    /* A detail quoting client bytes (jansson's "near '...'" stops at the
+     * byte it refused, in the middle of a character) is still a 4xx with a
+     * JSON body: the broken bytes become '?', the rest is kept. Found by
+     * fuzz_edge: "invalid escape near '"s\xde\x9c4\\\xde'". */
+    const char *cases[] = {"near '\\\xde'", "a\xde\x9c" "b\xc3", "\xff\xfe ok", "\xe2\x82x"};
+    const char *want[] = {"near '\\?'", "a\xde\x9c" "b?", "?? ok", "??x"};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct http_resp r = {0};
+        http_error(&r, 400, "bad_request", "%s", cases[i]);
+        assert_int_equal(r.status, 400);
+        json_t *o = json_loads(r.text, 0, NULL);
+        assert_non_null(o);
+        assert_string_equal(json_string_value(json_object_get(o, "detail")), want[i]);
+        json_decref(o);
+        resp_clear(&r);
+    }
+}
+
 static void test_json_steals_reference(void **state)
 {
     (void)state;
@@ -159,6 +180,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_error_body_exact),
         cmocka_unit_test(test_error_long_detail),
+        cmocka_unit_test(test_error_detail_with_broken_utf8),
         cmocka_unit_test(test_json_steals_reference),
         cmocka_unit_test(test_json_null_is_500),
         cmocka_unit_test(test_text_replaces_body),
