@@ -50,6 +50,29 @@ int rlock_reply_fail(struct rlock *l, redisContext *ctx, redisReply *r, const ch
     return rlock_set_err(l, RLOCK_ERR, "%s: unexpected reply type %d", what, r->type);
 }
 
+int rlock_grant_reply(struct rlock *l, redisContext *ctx, redisReply *r, const char *what,
+                      long *pttl)
+{
+    int rc;
+    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements < 2 ||
+        r->element[0]->type != REDIS_REPLY_INTEGER ||
+        r->element[1]->type != REDIS_REPLY_INTEGER ||
+        (r->element[0]->integer == 1 &&
+         (r->elements != 3 || r->element[2]->type != REDIS_REPLY_INTEGER))) {
+        rc = rlock_reply_fail(l, ctx, r, what);
+        if (r)
+            freeReplyObject(r);
+        return rc;
+    }
+    rc = r->element[0]->integer == 1;
+    if (!rc)
+        *pttl = (long)r->element[1]->integer;
+    else if (r->element[1]->integer == 1)
+        l->fence = (unsigned long long)r->element[2]->integer;
+    freeReplyObject(r);
+    return rc;
+}
+
 /* ---- handle ----------------------------------------------------------- */
 
 struct rlock *rlock_new(struct rlock_client *c, const char *key,
@@ -166,23 +189,7 @@ int rlock_try_once(struct rlock *l, redisContext *ctx, long *pttl)
         const char *av[5] = { l->key, l->fence_key, ttl, l->token,
                               l->opts.fencing ? "1" : "0" };
         r = rconn_script_run(ctx, &s_acquire_hash, 2, 5, av);
-        if (!r || r->type != REDIS_REPLY_ARRAY || r->elements < 2 ||
-            r->element[0]->type != REDIS_REPLY_INTEGER ||
-            r->element[1]->type != REDIS_REPLY_INTEGER ||
-            (r->element[0]->integer == 1 &&
-             (r->elements != 3 || r->element[2]->type != REDIS_REPLY_INTEGER))) {
-            rc = rlock_reply_fail(l, ctx, r, "acquire");
-            if (r)
-                freeReplyObject(r);
-            return rc;
-        }
-        rc = r->element[0]->integer == 1;
-        if (!rc)
-            *pttl = (long)r->element[1]->integer;
-        else if (r->element[1]->integer == 1)
-            l->fence = (unsigned long long)r->element[2]->integer;
-        freeReplyObject(r);
-        return rc;
+        return rlock_grant_reply(l, ctx, r, "acquire", pttl);
     }
 
     rc = try_simple(l, ctx, ttl);

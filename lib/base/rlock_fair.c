@@ -109,26 +109,8 @@ int rlock_fair_try(struct rlock *l, redisContext *ctx, long *pttl)
     const char *av[9] = { l->key, l->fence_key, l->queue_key, l->qtime_key,
                           ttl, l->token, l->opts.fencing ? "1" : "0", lease,
                           l->enqueue ? "1" : "0" };
-    redisReply *r = rconn_script_run(ctx, &s_acquire_fair, 4, 9, av);
-    int rc;
-
-    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements < 2 ||
-        r->element[0]->type != REDIS_REPLY_INTEGER ||
-        r->element[1]->type != REDIS_REPLY_INTEGER ||
-        (r->element[0]->integer == 1 &&
-         (r->elements != 3 || r->element[2]->type != REDIS_REPLY_INTEGER))) {
-        rc = rlock_reply_fail(l, ctx, r, "fair acquire");
-        if (r)
-            freeReplyObject(r);
-        return rc;
-    }
-    rc = r->element[0]->integer == 1;
-    if (!rc)
-        *pttl = (long)r->element[1]->integer;
-    else if (r->element[1]->integer == 1)
-        l->fence = (unsigned long long)r->element[2]->integer;
-    freeReplyObject(r);
-    return rc;
+    return rlock_grant_reply(l, ctx, rconn_script_run(ctx, &s_acquire_fair, 4, 9, av),
+                             "fair acquire", pttl);
 }
 
 int rlock_fair_release(struct rlock *l, redisContext *ctx, long long *n)

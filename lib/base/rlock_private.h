@@ -76,6 +76,11 @@ int rlock_set_err(struct rlock *l, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* Map a NULL (I/O failure) or unexpected reply to a status; r not freed. */
 int rlock_reply_fail(struct rlock *l, redisContext *ctx, redisReply *r, const char *what);
+/* Read (and free) the reply of an acquire script, {granted, pttl-or-fenced[,
+ * fence]}: 1 granted (l->fence set when a token came with it), 0 busy
+ * (*pttl = the holder's PTTL), <0 malformed or failed (l->err set). */
+int rlock_grant_reply(struct rlock *l, redisContext *ctx, redisReply *r, const char *what,
+                      long *pttl);
 /* One attempt on ctx. 1 acquired, 0 busy (*pttl = holder's PTTL or -1),
  * <0 error (l->err set). */
 int rlock_try_once(struct rlock *l, redisContext *ctx, long *pttl);

@@ -21,23 +21,9 @@ fail() { echo "$name: FAIL: $*"; [ -f "${tmp:-/nonexistent}/out-$cur/compare.log
 command -v python3 >/dev/null || { echo "$name: skip: python3 not installed"; exit 77; }
 command -v jq >/dev/null || { echo "$name: skip: jq not installed"; exit 77; }
 command -v redis-sentinel >/dev/null || { echo "$name: skip: redis-sentinel not installed"; exit 77; }
-ROOT=${LAB_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
-BUILD=${LAB_BUILD:-build}
-case "$BUILD" in /*) ;; *) BUILD=$ROOT/$BUILD ;; esac
+# shellcheck source=tests/checks/stack_common.sh
+. "$(dirname "$0")/stack_common.sh"
 [ -x "$BUILD/bin/loadgen" ] || fail "$BUILD/bin/loadgen missing"
-
-free_base() { # base..base+70 free on loopback
-    local base p busy _
-    for _ in $(seq 1 40); do
-        base=$(( 26000 + (RANDOM % 60) * 100 ))
-        busy=0
-        for p in $(seq "$base" $((base + 70))); do
-            if ss -ltnH "sport = :$p" 2>/dev/null | grep -q .; then busy=1; break; fi
-        done
-        [ "$busy" = 0 ] && { echo "$base"; return 0; }
-    done
-    return 1
-}
 
 tmp=$(mktemp -d /tmp/lab-faultsc.XXXXXX) || fail mktemp
 cur=none
@@ -77,10 +63,7 @@ CONF
 
 t0=$SECONDS
 for cur in failover pause crash restart; do
-    env -u LAB_INVENTORY_URLS -u LAB_ORDER_URL -u LAB_MYSQL_PORT -u LAB_REDIS_PORT \
-        -u LAB_ORDER_PORT -u LAB_INVENTORY_PORT -u LAB_REDLOCK_PORT -u LAB_REPORTS_DIR \
-        -u LAB_REDIS_REPLICA_PORT -u LAB_SENTINEL_PORT \
-        LAB_PORT_BASE="$base" LAB_BUILD="$BUILD" LAB_BIN_DIR="$BUILD/bin" LAB_MYSQL_FLUSH=2 LAB_WAIT_S=60 \
+    LAB_PORT_BASE="$base" LAB_BUILD="$BUILD" LAB_BIN_DIR="$BUILD/bin" LAB_MYSQL_FLUSH=2 LAB_WAIT_S=60 \
         timeout 400 python3 "$ROOT/loadtest/compare" --scenario "$tmp/$cur.conf" --keep \
         --out "$tmp/out-$cur" --dir "$tmp/stack" > "$tmp/$cur.out" 2>&1
     rc=$?

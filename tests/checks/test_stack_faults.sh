@@ -11,23 +11,9 @@ set -u
 name=test_stack_faults
 fail() { echo "$name: FAIL: $*"; for f in "${tmp:-/nonexistent}"/stack/logs/*.log; do [ -f "$f" ] && { echo "--- $f"; tail -n 5 "$f"; }; done; exit 1; }
 command -v redis-sentinel >/dev/null || { echo "$name: skip: redis-sentinel not installed (apt-get install redis-sentinel)"; exit 77; }
-ROOT=${LAB_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
-BUILD=${LAB_BUILD:-build}
-case "$BUILD" in /*) ;; *) BUILD=$ROOT/$BUILD ;; esac
+# shellcheck source=tests/checks/stack_common.sh
+. "$(dirname "$0")/stack_common.sh"
 STACK=$ROOT/deploy/local/stack
-
-free_base() { # base..base+70 free on loopback
-    local base p busy _
-    for _ in $(seq 1 40); do
-        base=$(( 26000 + (RANDOM % 60) * 100 ))
-        busy=0
-        for p in $(seq "$base" $((base + 70))); do
-            if ss -ltnH "sport = :$p" 2>/dev/null | grep -q .; then busy=1; break; fi
-        done
-        [ "$busy" = 0 ] && { echo "$base"; return 0; }
-    done
-    return 1
-}
 
 tmp=$(mktemp -d /tmp/lab-faults.XXXXXX) || fail mktemp
 cleanup() {
@@ -37,8 +23,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 base=$(free_base) || fail "no free port base in 26000-31900"
-st() { env -u LAB_MYSQL_PORT -u LAB_REDIS_PORT -u LAB_INVENTORY_PORT -u LAB_ORDER_PORT \
-       -u LAB_REDLOCK_PORT LAB_PORT_BASE="$base" LAB_BIN_DIR="$BUILD/bin" LAB_MYSQL_FLUSH=2 \
+st() { LAB_PORT_BASE="$base" LAB_BIN_DIR="$BUILD/bin" LAB_MYSQL_FLUSH=2 \
        LAB_WAIT_S=60 timeout 120 "$STACK" "$@" --dir "$tmp/stack"; }
 inv=http://127.0.0.1:$((base + 1))
 H='Content-Type: application/json'

@@ -1,0 +1,27 @@
+# Sourced by the checks that bring up a stack of their own (not run alone):
+# ROOT, BUILD (absolute) and free_base. Their ports are 26000-31999, apart
+# from tests/run's 20000-25900, so they never meet the suite's own stack.
+# shellcheck shell=bash
+ROOT=${LAB_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
+BUILD=${LAB_BUILD:-build}
+case "$BUILD" in /*) ;; *) BUILD=$ROOT/$BUILD ;; esac
+
+free_base() { # a port base with base..base+70 free on loopback
+    local base p busy _
+    for _ in $(seq 1 40); do
+        base=$(( 26000 + (RANDOM % 60) * 100 ))
+        busy=0
+        for p in $(seq "$base" $((base + 70))); do
+            if ss -ltnH "sport = :$p" 2>/dev/null | grep -q .; then busy=1; break; fi
+        done
+        [ "$busy" = 0 ] && { echo "$base"; return 0; }
+    done
+    return 1
+}
+
+# tests/run exports the suite's own stack (its ports, URLs, folder); a check
+# that starts a stack of its own must not inherit them: LAB_*_PORT beat
+# LAB_PORT_BASE in deploy/local/stack, and LAB_INVENTORY_URLS tells compare
+# to use an external stack. Every port variable, present or future, goes.
+for _v in $(compgen -v | grep -E '^LAB_[A-Z_]*_PORTS?$'); do unset "$_v"; done
+unset _v LAB_INVENTORY_URLS LAB_ORDER_URL LAB_STACK_DIR LAB_REPORTS_DIR
