@@ -97,14 +97,15 @@ static int answer_unless_repeat(const struct deduct_env *env, struct batch_item 
 }
 
 /* The ledger rows of the requests taken, as JSON for
- * store_ledger_insert_many. NULL when out of memory. */
-static char *rows_json(struct batch_item **take, int n, const long long *remaining)
+ * store_ledger_insert_rows. NULL when out of memory. */
+static char *rows_json(struct batch_item **take, int n, const long long *remaining,
+                       const char *sku, const char *instance)
 {
     json_t *arr = json_array();
     for (int i = 0; arr && i < n; i++) {
-        json_t *o = json_pack("{s:s, s:I, s:I}", "o", take[i]->req->order_id, "q",
-                              (json_int_t)take[i]->req->qty, "r",
-                              (json_int_t)remaining[i]);
+        json_t *o = json_pack("[s,s,I,I,s]", take[i]->req->order_id, sku,
+                              (json_int_t)take[i]->req->qty, (json_int_t)remaining[i],
+                              instance);
         if (!o || json_array_append_new(arr, o) != 0) {
             json_decref(arr);
             return NULL;
@@ -187,11 +188,11 @@ static int sell_round(const char *guard_name, const struct deduct_env *env,
     long long m = store_take_if_enough(env->db, sku, stock - left);
     if (m == 0)
         m = DB_ERR;            /* cannot happen under our row lock: refuse */
-    char *json = m > 0 ? rows_json(take, ntake, remaining) : NULL;
+    char *json = m > 0 ? rows_json(take, ntake, remaining, sku, env->instance) : NULL;
     if (m > 0 && !json)
         m = DB_ERR;
     if (m > 0)
-        m = store_ledger_insert_many(env->db, json, sku, guard_name, env->instance);
+        m = store_ledger_insert_rows(env->db, json, guard_name);
     json_free_t free_fn;
     json_get_alloc_funcs(NULL, &free_fn);
     free_fn(json);

@@ -88,20 +88,6 @@ long long store_ledger_insert(struct db_conn *db, const char *order_id,
                   order_id, sku, qty, remaining, guard, instance);
 }
 
-long long store_ledger_insert_many(struct db_conn *db, const char *rows_json,
-                                   const char *sku, const char *guard, const char *instance)
-{
-    /* One statement whatever the row count: the rows travel as one JSON
-     * parameter, so the prepared statement (and its cache slot) is one. */
-    return db_run(db, "INSERT INTO ledger (order_id, sku, qty, remaining, guard, instance) "
-                      "SELECT j.o, ?, j.q, j.r, ?, ? FROM JSON_TABLE(?, '$[*]' COLUMNS ("
-                      "o VARCHAR(64) CHARACTER SET ascii PATH '$.o' ERROR ON EMPTY, "
-                      "q BIGINT PATH '$.q' ERROR ON EMPTY, "
-                      "r BIGINT PATH '$.r' ERROR ON EMPTY, "
-                      "n FOR ORDINALITY)) AS j ORDER BY j.n",
-                  "ssss", "", sku, guard, instance, rows_json);
-}
-
 long long store_ledger_mark_released(struct db_conn *db, const char *order_id)
 {
     return db_run(db, "UPDATE ledger SET released=1 WHERE order_id=? AND released=0",
@@ -189,11 +175,16 @@ int store_lock_row_id(struct db_conn *db, const char *name, const char *owner,
 
 long long store_ledger_insert_rows(struct db_conn *db, const char *rows, const char *guard)
 {
+    /* One statement whatever the row count: the rows travel as one JSON
+     * parameter, so the prepared statement (and its cache slot) is one. */
     return db_run(db, "INSERT INTO ledger (order_id, sku, qty, remaining, guard, instance) "
                       "SELECT j.o, j.s, j.q, j.r, ?, j.i FROM JSON_TABLE(?, '$[*]' COLUMNS ("
-                      "o VARCHAR(64) PATH '$[0]', s VARCHAR(64) PATH '$[1]', "
-                      "q INT PATH '$[2]', r BIGINT PATH '$[3]', "
-                      "i VARCHAR(64) PATH '$[4]')) AS j",
+                      "o VARCHAR(64) CHARACTER SET ascii PATH '$[0]' ERROR ON EMPTY, "
+                      "s VARCHAR(64) CHARACTER SET ascii PATH '$[1]' ERROR ON EMPTY, "
+                      "q BIGINT PATH '$[2]' ERROR ON EMPTY, "
+                      "r BIGINT PATH '$[3]' ERROR ON EMPTY, "
+                      "i VARCHAR(64) PATH '$[4]' ERROR ON EMPTY, "
+                      "n FOR ORDINALITY)) AS j ORDER BY j.n",
                   "ss", "", guard, rows);
 }
 

@@ -44,12 +44,6 @@ long long store_add_stock(struct db_conn *db, const char *sku, long long delta);
 long long store_ledger_insert(struct db_conn *db, const char *order_id,
                               const char *sku, long long qty, long long remaining,
                               const char *guard, const char *instance);
-/* Many ledger rows of one SKU, guard and instance in one statement:
- * rows_json is a JSON array of {"o": order_id, "q": qty, "r": remaining}.
- * Returns the rows inserted, DB_EDUP when any order id is already there
- * (then none is inserted), or another negative DB_E* code. */
-long long store_ledger_insert_many(struct db_conn *db, const char *rows_json,
-                                   const char *sku, const char *guard, const char *instance);
 long long store_ledger_mark_released(struct db_conn *db, const char *order_id);
 /* Create or reset a SKU: stock = initial = `stock`, version bumped (0 for a
  * new SKU), fence back to 0, its ledger and its lock-table row cleared. Runs inside the
@@ -78,9 +72,9 @@ long long store_lock_row_delete(struct db_conn *db, const char *name, const char
 int store_lock_row_id(struct db_conn *db, const char *name, const char *owner,
                       unsigned long long *id);
 
-/* ---- write-behind (redis-stream's flusher) ---------------------------- */
+/* ---- batches (batched-update, redis-stream's flusher) ------------------ */
 
-/* Insert a batch of ledger rows in one statement: `rows` is a JSON array of
+/* Insert a batch of ledger rows in one statement, in array order: `rows` is a JSON array of
  * [order_id, sku, qty, remaining, instance] (MariaDB/MySQL JSON_TABLE),
  * all under `guard`. Returns the rows inserted, DB_EDUP when any order_id
  * is already there (nothing inserted), or a negative DB_E* code. */
