@@ -8,8 +8,8 @@
 
 #include "guard.h"
 
-#include "base/rconn.h"
-#include "base/rlock.h"
+#include "locks/rconn.h"
+#include "locks/rlock.h"
 
 /* A sale decided in Redis (redis-decr) must reach MySQL within hold_ms plus
  * this, or give up; the default --redis-reload-wait (12 s) exceeds the

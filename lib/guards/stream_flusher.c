@@ -3,7 +3,7 @@
 
 #include "base/db.h"
 #include "base/metrics.h"
-#include "base/rconn.h"
+#include "locks/rconn.h"
 #include "base/util.h"
 #include "stock/keys.h"
 #include "stock/store.h"

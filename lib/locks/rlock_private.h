@@ -1,4 +1,4 @@
-/* Internals of lib/base/rlock*.c only: the handle and client structs, calls between files. */
+/* Internals of lib/locks/rlock*.c only: the handle and client structs, calls between files. */
 #ifndef LAB_RLOCK_PRIVATE_H
 #define LAB_RLOCK_PRIVATE_H
 
