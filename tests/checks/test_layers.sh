@@ -4,8 +4,10 @@
 # A file may include its own layer or a lower one, never a higher one
 # (lib/base includes nothing above it, lib/locks only base, lib/stock locks
 # and base); cross-layer includes name their layer ("base/db.h"); no include
-# circle between files; no C file in lib/ is over 700 lines; every guard
-# file is in the guard list and every list entry has its file. Exit 0 pass, 1 fail.
+# circle between files; no C file in lib/ is over 700 lines; every .c
+# directly in lib/guards/ is a guard (its machinery lives in
+# lib/guards/core/), every guard is in the guard list and every list entry
+# has its file. Exit 0 pass, 1 fail.
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 problems=()
@@ -71,6 +73,11 @@ listed=$(sed -n 's/^GUARD(\([a-z_]*\))$/\1/p' lib/guards/guard_list.h | sort)
 defined=$(grep -hoE '^const struct guard guard_[a-z_]+ =' lib/guards/*.c | sed 's/.*guard_\([a-z_]*\) =/\1/' | sort)
 [ -n "$listed" ] || problems+=("lib/guards/guard_list.h lists no guard")
 [ "$listed" = "$defined" ] || problems+=("guard list ($(echo $listed)) != guards defined ($(echo $defined))")
+for f in lib/guards/*.c; do
+    g=$(basename "$f" .c); g=${g#guard_}
+    grep -qE "^const struct guard guard_$g =" "$f" ||
+        problems+=("$f is not a guard (no const struct guard guard_$g): machinery goes in lib/guards/core/")
+done
 for g in $listed; do
     [ -f "lib/guards/guard_$g.c" ] || problems+=("guard $g has no lib/guards/guard_$g.c")
 done

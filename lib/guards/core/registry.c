@@ -1,18 +1,18 @@
 /* The guard registry: the list from guard_list.h, lookup, merged option
  * rows, and the per-process hooks (init/fini, health, metrics). */
-#include "guard.h"
+#include "guards/guard.h"
 
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
 #define GUARD(id) extern const struct guard guard_##id;
-#include "guard_list.h"
+#include "guards/guard_list.h"
 #undef GUARD
 
 static const struct guard *const guards[] = {
 #define GUARD(id) &guard_##id,
-#include "guard_list.h"
+#include "guards/guard_list.h"
 #undef GUARD
 };
 

@@ -1,5 +1,5 @@
 /* The redis-stream flusher thread (see stream_flusher.h). */
-#include "stream_flusher.h"
+#include "guards/core/stream_flusher.h"
 
 #include "base/db.h"
 #include "base/metrics.h"

@@ -6,7 +6,7 @@
 #ifndef LAB_REDIS_SHARED_H
 #define LAB_REDIS_SHARED_H
 
-#include "guard.h"
+#include "guards/guard.h"
 
 #include "locks/rconn.h"
 #include "locks/rlock.h"
