@@ -126,15 +126,3 @@ void guard_export_metrics(void)
         if (guards[i]->export_metrics && !hook_seen(i, 0))
             guards[i]->export_metrics();
 }
-
-static const struct db_conf *db_conf;
-
-void guard_use_db(const struct db_conf *conf)
-{
-    db_conf = conf;
-}
-
-const struct db_conf *guard_db(void)
-{
-    return db_conf;
-}
