@@ -121,11 +121,14 @@ static int append_body(struct req_state *st, const char *data, size_t n)
 
 static enum MHD_Result send_resp(struct MHD_Connection *conn, struct http_resp *r)
 {
-    const char *body = r->text ? r->text : "";
+    /* The body moves to MHD (freed with the response): no copy. */
+    char *body = r->text;
+    size_t len = body ? strlen(body) : 0;
     struct MHD_Response *mr = MHD_create_response_from_buffer(
-        strlen(body), (void *)body, MHD_RESPMEM_MUST_COPY);
+        len, body ? (void *)body : (void *)"", body ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
     if (!mr)
         return MHD_NO;
+    r->text = NULL;
     MHD_add_response_header(mr, "Content-Type",
                             r->content_type ? r->content_type : "application/json");
     if (r->retry_after[0])
@@ -148,12 +151,17 @@ static enum MHD_Result check_kv(void *cls, enum MHD_ValueKind kind, const char *
                                 const char *value)
 {
     struct text_walk *w = cls;
-    char what[96];
-    snprintf(what, sizeof(what), "%s %.60s", w->kind, key ? key : "");
+    (void)kind;
     if (key && edge_check_text(w->kind, key, strlen(key), w->v) != 0)
         return MHD_NO;
-    if (value && edge_check_text(what, value, strlen(value), w->v) != 0)
-        return MHD_NO;
+    /* The value's name ("header X-Foo") is formatted only for a rejection:
+     * an snprintf per header per request showed in the profile. */
+    if (value && !edge_utf8_valid(value, strlen(value))) {
+        char what[96];
+        snprintf(what, sizeof(what), "%s %.60s", w->kind, key ? key : "");
+        if (edge_check_text(what, value, strlen(value), w->v) != 0)
+            return MHD_NO;
+    }
     return MHD_YES;
 }
 
@@ -397,7 +405,7 @@ struct http_server *http_start(const char *bind_addr, long port, long threads,
      * above (suspend/resume), so a slow handler never holds up /healthz. */
     s->d = MHD_start_daemon(
         MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG |
-            MHD_ALLOW_SUSPEND_RESUME,
+            MHD_ALLOW_SUSPEND_RESUME | MHD_USE_TURBO,
         (uint16_t)port, NULL, NULL, on_request, s,
         MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
         MHD_OPTION_THREAD_POOL_SIZE, (unsigned int)HTTP_IO_THREADS,
