@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 /* A queue of suspended requests and the threads that run the handler for
  * them. Each worker owns its thread-local MySQL connection (db.h). */
@@ -199,6 +200,12 @@ static void run_handler(struct http_server *s, struct req_state *st)
         http_error(&st->resp, 500, "internal", "handler produced no response");
 }
 
+static void answer_stopping(struct http_resp *resp)
+{
+    snprintf(resp->retry_after, sizeof(resp->retry_after), "1");
+    http_error(resp, 503, "backend_unavailable", "the service is stopping");
+}
+
 static void *pool_main(void *arg)
 {
     struct http_pool *p = arg;
@@ -212,10 +219,17 @@ static void *pool_main(void *arg)
             if (!p->head)
                 p->tail = NULL;
         }
+        int stopping = p->stopping;
         pthread_mutex_unlock(&p->mu);
         if (!st)
             return NULL;   /* stopping and drained */
-        run_handler(p->srv, st);
+        /* Draining: a request that has not started is answered at once
+         * (the client retries elsewhere) instead of starting work that a
+         * stop's KILL could cut in half. */
+        if (stopping)
+            answer_stopping(&st->resp);
+        else
+            run_handler(p->srv, st);
         /* Once done is set, st belongs to MHD's thread (on_request sends
          * st->resp after the resume, on_completed frees it): touch it no
          * more. */
@@ -355,8 +369,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
         if (pool_submit(pool, st) == 0)
             return MHD_YES;
         st->dispatched = 0;
-        snprintf(st->resp.retry_after, sizeof(st->resp.retry_after), "1");
-        http_error(&st->resp, 503, "backend_unavailable", "the service is stopping");
+        answer_stopping(&st->resp);
     }
     return send_resp(conn, &st->resp);
 }
@@ -405,7 +418,7 @@ struct http_server *http_start(const char *bind_addr, long port, long threads,
      * above (suspend/resume), so a slow handler never holds up /healthz. */
     s->d = MHD_start_daemon(
         MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG |
-            MHD_ALLOW_SUSPEND_RESUME | MHD_USE_TURBO,
+            MHD_ALLOW_SUSPEND_RESUME | MHD_USE_TURBO | MHD_USE_ITC,
         (uint16_t)port, NULL, NULL, on_request, s,
         MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
         MHD_OPTION_THREAD_POOL_SIZE, (unsigned int)HTTP_IO_THREADS,
@@ -432,9 +445,15 @@ void http_stop(struct http_server *s)
 {
     if (!s)
         return;
-    /* Workers first: what they hold finishes and is resumed; requests that
-     * arrive meanwhile get 503 on MHD's thread. Then no connection is left
+    /* Stop accepting first (the listen socket closes: a new connection is
+     * refused and goes to another instance). Then the workers: what they
+     * hold finishes within its deadline and is resumed, what waits in the
+     * queue is answered 503 at once, requests that arrive meanwhile on open
+     * connections get 503 on MHD's thread. Then no connection is left
      * suspended when MHD stops. */
+    MHD_socket lfd = MHD_quiesce_daemon(s->d);
+    if (lfd != MHD_INVALID_SOCKET)
+        close(lfd);
     pool_stop(&s->work);
     pool_stop(&s->ctl);
     MHD_stop_daemon(s->d);
