@@ -191,6 +191,23 @@ static int redis_decr_describe(const struct guard *self, const char *sku,
     return 0;
 }
 
+/* The audit's read (guard.h `side`): the stock key alone; no write-behind,
+ * so a sale in flight shows as drift until it reaches MySQL. */
+static int redis_decr_side(const struct guard *self, const char *sku, struct guard_side *out)
+{
+    char key[KEYS_MAX], err[128];
+    keys_stock(key, sku);
+    const char *argv[2] = {"GET", key};
+    redisReply *r = rconn_cmd_argv(redis_shared_pool(), err, sizeof(err), 2, argv);
+    if (!r)
+        return -1;
+    int ok = r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_NIL;
+    out->has_stock = r->type == REDIS_REPLY_STRING;
+    out->stock = out->has_stock ? atoll(r->str) : 0;
+    freeReplyObject(r);
+    return ok ? 0 : -1;
+}
+
 const struct guard guard_redis_decr = {
     .name = "redis-decr",
     .how = "one Lua script checks and decrements stock in Redis; MySQL updated after",
@@ -200,5 +217,6 @@ const struct guard guard_redis_decr = {
     .seed = redis_decr_seed,
     .release = redis_decr_release,
     .describe = redis_decr_describe,
+    .side = redis_decr_side,
     REDIS_SHARED_GUARD_FIELDS,
 };

@@ -301,6 +301,88 @@ static int stream_queued(const struct guard *self, const char *order_id)
     return q;
 }
 
+/* KEYS[1] stock, [2] pending entries, [3] pending units, [4] flushing
+ * marks, [5] flush counter; ARGV[1] sku. {has stock, stock, entries,
+ * units, flush counter, flushers marked now}: one consistent read. */
+static struct rconn_script side_script = RCONN_SCRIPT(
+    "local v = redis.call('GET', KEYS[1]) "
+    "local t = redis.call('TIME') "
+    "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) "
+    "local marks = redis.call('HGETALL', KEYS[4]) "
+    "local busy = 0 "
+    "for i = 1, #marks, 2 do "
+    "  if tonumber(marks[i + 1]) > now then busy = busy + 1 end "
+    "end "
+    "return {v and 1 or 0, tonumber(v or '0'), "
+    "  tonumber(redis.call('HGET', KEYS[2], ARGV[1]) or '0'), "
+    "  tonumber(redis.call('HGET', KEYS[3], ARGV[1]) or '0'), "
+    "  tonumber(redis.call('GET', KEYS[5]) or '0'), busy}");
+
+static int stream_side(const struct guard *self, const char *sku, struct guard_side *out)
+{
+    char stock[KEYS_MAX], err[128];
+    keys_sstock(stock, sku);
+    const char *argv[6] = {stock, KEYS_SALES_PENDING, KEYS_SALES_PENDING_UNITS,
+                           KEYS_SALES_FLUSHING, KEYS_SALES_FLUSH_SEQ, sku};
+    redisReply *r = rconn_eval(redis_shared_pool(), err, sizeof(err), &side_script, 5, 6, argv);
+    if (!r)
+        return -1;
+    int ok = r->type == REDIS_REPLY_ARRAY && r->elements == 6;
+    for (size_t i = 0; ok && i < 6; i++)
+        ok = r->element[i]->type == REDIS_REPLY_INTEGER;
+    if (ok) {
+        out->has_stock = r->element[0]->integer == 1;
+        out->stock = r->element[1]->integer;
+        out->pending = r->element[2]->integer;
+        out->pending_units = r->element[3]->integer;
+        out->flush_seq = r->element[4]->integer;
+        out->flushing = r->element[5]->integer > 0;
+    }
+    freeReplyObject(r);
+    return ok ? 0 : -1;
+}
+
+/* KEYS[1] flushing marks, [2] the hold; ARGV[1] token, [2] ms. Sets the
+ * hold (1) unless a flusher is marked right now (0): once set, no flusher
+ * marks, so none commits, until it goes. */
+static struct rconn_script hold_script = RCONN_SCRIPT(
+    "local t = redis.call('TIME') "
+    "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) "
+    "local marks = redis.call('HGETALL', KEYS[1]) "
+    "for i = 1, #marks, 2 do "
+    "  if tonumber(marks[i + 1]) > now then return 0 end "
+    "end "
+    "redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[2]) "
+    "return 1");
+
+/* KEYS[1] the hold; ARGV[1] token: deleted only when still ours. */
+static struct rconn_script unhold_script = RCONN_SCRIPT(
+    "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end "
+    "return 0");
+
+static _Thread_local char hold_token[32];
+
+static int stream_freeze(const struct guard *self, int on)
+{
+    char err[128], ms[24];
+    redisReply *r;
+    if (on) {
+        snprintf(hold_token, sizeof(hold_token), "%08lx%08lx", (unsigned long)random(),
+                 (unsigned long)random());
+        snprintf(ms, sizeof(ms), "%d", SFLUSH_AUDIT_HOLD_MS);
+        const char *argv[4] = {KEYS_SALES_FLUSHING, KEYS_SALES_AUDIT_HOLD, hold_token, ms};
+        r = rconn_eval(redis_shared_pool(), err, sizeof(err), &hold_script, 2, 4, argv);
+    } else {
+        const char *argv[2] = {KEYS_SALES_AUDIT_HOLD, hold_token};
+        r = rconn_eval(redis_shared_pool(), err, sizeof(err), &unhold_script, 1, 2, argv);
+    }
+    if (!r)
+        return -1;
+    int rc = r->type == REDIS_REPLY_INTEGER ? (int)r->integer : -1;
+    freeReplyObject(r);
+    return on ? rc : 1;
+}
+
 static void add_fact(struct guard_facts *out, const char *name, long long v)
 {
     if (out->n >= GUARD_FACTS_MAX)
@@ -413,4 +495,6 @@ const struct guard guard_redis_stream = {
     .no_mysql_deduct = 1,
     .pending = stream_pending,
     .queued = stream_queued,
+    .side = stream_side,
+    .freeze = stream_freeze,
 };

@@ -324,6 +324,38 @@ static int segmented_describe(const struct guard *self, const char *sku,
     return 0;
 }
 
+/* KEYS[1] the segment count; ARGV[1] the segment keys' prefix
+ * ("seg:{sku}:"). {1, sum of the segments} or {0} when the state is gone:
+ * one read, so the sum is of one moment. */
+static struct rconn_script side_script = RCONN_SCRIPT(
+    "local k = tonumber(redis.call('GET', KEYS[1]) or '-1') "
+    "if k < 0 then return {0} end "
+    "local sum = 0 "
+    "for i = 0, k - 1 do "
+    "  sum = sum + tonumber(redis.call('GET', ARGV[1] .. i) or '0') "
+    "end "
+    "return {1, sum}");
+
+/* The audit's read (guard.h `side`): the segments' sum is the Redis stock. */
+static int segmented_side(const struct guard *self, const char *sku, struct guard_side *out)
+{
+    char count[KEYS_MAX], prefix[KEYS_MAX], err[128];
+    keys_seg_count(count, sku);
+    keys_seg(prefix, sku, 0);
+    prefix[strlen(prefix) - 1] = '\0';   /* "seg:{sku}:0" -> "seg:{sku}:" */
+    const char *argv[2] = {count, prefix};
+    redisReply *r = rconn_eval(redis_shared_pool(), err, sizeof(err), &side_script, 1, 2, argv);
+    if (!r)
+        return -1;
+    int ok = r->type == REDIS_REPLY_ARRAY && r->elements >= 1 &&
+             r->element[0]->type == REDIS_REPLY_INTEGER;
+    out->has_stock = ok && r->element[0]->integer == 1 && r->elements == 2 &&
+                     r->element[1]->type == REDIS_REPLY_INTEGER;
+    out->stock = out->has_stock ? r->element[1]->integer : 0;
+    freeReplyObject(r);
+    return ok ? 0 : -1;
+}
+
 const struct guard guard_segmented = {
     .name = "segmented",
     .how = "stock split over K Redis segment keys, each with its own lock; walk until one has stock",
@@ -333,5 +365,6 @@ const struct guard guard_segmented = {
     .seed = segmented_seed,
     .release = segmented_release,
     .describe = segmented_describe,
+    .side = segmented_side,
     REDIS_SHARED_GUARD_FIELDS,
 };

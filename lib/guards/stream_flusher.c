@@ -29,6 +29,7 @@ struct sale {
     long long qty, remaining, t_ms;
     int valid;                 /* 0: deleted or malformed: only acknowledged */
     int inserted;              /* this transaction wrote its ledger row */
+    int give_back;             /* the ledger holds another sale of its order_id */
 };
 
 struct flusher {
@@ -74,13 +75,20 @@ static void nap(long ms)
 
 /* ---- Redis ------------------------------------------------------------ */
 
-/* KEYS[1] stream, [2] pending entries, [3] pending units; ARGV[1] group,
- * then (id, sku, qty) triples. An entry is counted off only by the XACK
- * that removed it from the group's pending list: a claimed entry two
- * flushers wrote is counted once. */
+/* KEYS[1] stream, [2] pending entries, [3] pending units, [4] the flushing
+ * marks, [5] the flush counter; ARGV[1] group, [2] instance, then (id, sku,
+ * qty, give) quadruples. An entry is counted off only by the XACK that
+ * removed it from the group's pending list: a claimed entry two flushers
+ * wrote is counted once. give "1": the ledger already had another sale
+ * under that order_id (a repeat Redis no longer remembered), so MySQL took
+ * nothing for it and its units go back to the SKU's Redis stock -- when
+ * that stock exists; a missing one is reloaded from MySQL less pending,
+ * which this very script lowers. The mark goes and the counter moves in
+ * the same script: the audit's snapshot (sflush_side_script) relies on
+ * it. */
 static struct rconn_script ack_script = RCONN_SCRIPT(
     "local n = 0 "
-    "for i = 2, #ARGV, 3 do "
+    "for i = 3, #ARGV, 4 do "
     "  if redis.call('XACK', KEYS[1], ARGV[1], ARGV[i]) == 1 then "
     "    n = n + 1 "
     "    if ARGV[i + 1] ~= '' then "
@@ -88,11 +96,29 @@ static struct rconn_script ack_script = RCONN_SCRIPT(
     "        redis.call('HDEL', KEYS[2], ARGV[i + 1]) end "
     "      if redis.call('HINCRBY', KEYS[3], ARGV[i + 1], -tonumber(ARGV[i + 2])) <= 0 then "
     "        redis.call('HDEL', KEYS[3], ARGV[i + 1]) end "
+    "      if ARGV[i + 3] == '1' then "
+    "        local st = 'sstock:{' .. ARGV[i + 1] .. '}' "
+    "        if redis.call('EXISTS', st) == 1 then "
+    "          redis.call('INCRBY', st, ARGV[i + 2]) end "
+    "      end "
     "    end "
     "  end "
     "  redis.call('XDEL', KEYS[1], ARGV[i]) "
     "end "
+    "redis.call('HDEL', KEYS[4], ARGV[2]) "
+    "redis.call('INCR', KEYS[5]) "
     "return n");
+
+/* KEYS[1] the flushing marks, [2] the audit hold; ARGV[1] instance, [2] ms.
+ * Marks this flusher as about to commit, until Redis TIME + ms (a flusher
+ * that dies there does not block audits for longer); 0 without a mark
+ * while an audit holds commits off. */
+static struct rconn_script mark_script = RCONN_SCRIPT(
+    "if redis.call('EXISTS', KEYS[2]) == 1 then return 0 end "
+    "local t = redis.call('TIME') "
+    "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) "
+    "redis.call('HSET', KEYS[1], ARGV[1], string.format('%.0f', now + tonumber(ARGV[2]))) "
+    "return 1");
 
 static void redis_drop(void)
 {
@@ -212,11 +238,44 @@ static int read_batch(int *own_done, double *next_claim)
     return rc;
 }
 
-/* Acknowledge, delete and count off the batch. 0 or -1 (Redis failed:
- * the entries stay pending and are written again, harmlessly). */
+/* Mark this flusher as committing (see mark_script), waiting out an
+ * audit's hold (SFLUSH_HOLD_WAIT_MS at most). 0, or -1 (Redis failed or
+ * the hold outlasted the wait: the batch is rolled back and retried). */
+static int mark_flushing(void)
+{
+    char ms[24];
+    snprintf(ms, sizeof(ms), "%d", SFLUSH_MARK_MS);
+    const char *argv[4] = {KEYS_SALES_FLUSHING, KEYS_SALES_AUDIT_HOLD, fl.instance, ms};
+    for (long waited = 0; waited <= SFLUSH_HOLD_WAIT_MS; waited++) {
+        redisReply *r = rconn_script_run(fl.rc, &mark_script, 2, 4, argv);
+        int marked = r && r->type == REDIS_REPLY_INTEGER ? (int)r->integer : -1;
+        if (marked < 0 && (!r || fl.rc->err))
+            redis_drop();
+        freeReplyObject(r);
+        if (marked != 0)
+            return marked == 1 ? 0 : -1;
+        util_sleep_ms(1);
+    }
+    return -1;
+}
+
+/* The batch was not written: take the mark off (best effort; it expires). */
+static void unmark_flushing(void)
+{
+    if (!fl.rc || fl.rc->err)
+        return;
+    redisReply *r = redisCommand(fl.rc, "HDEL %s %s", KEYS_SALES_FLUSHING, fl.instance);
+    if (!r)
+        redis_drop();
+    freeReplyObject(r);
+}
+
+/* Acknowledge, delete and count off the batch, give back the units of
+ * repeats, unmark. 0 or -1 (Redis failed: the entries stay pending and are
+ * written again, harmlessly). */
 static int ack_batch(void)
 {
-    int argc = 4 + 3 * fl.n;
+    int argc = 7 + 4 * fl.n;
     const char **argv = malloc((size_t)argc * sizeof(*argv));
     char (*qty)[24] = malloc((size_t)fl.n * sizeof(*qty));
     if (!argv || !qty) {
@@ -227,14 +286,18 @@ static int ack_batch(void)
     argv[0] = KEYS_SALES_STREAM;
     argv[1] = KEYS_SALES_PENDING;
     argv[2] = KEYS_SALES_PENDING_UNITS;
-    argv[3] = KEYS_SALES_GROUP;
+    argv[3] = KEYS_SALES_FLUSHING;
+    argv[4] = KEYS_SALES_FLUSH_SEQ;
+    argv[5] = KEYS_SALES_GROUP;
+    argv[6] = fl.instance;
     for (int i = 0; i < fl.n; i++) {
         snprintf(qty[i], sizeof(qty[i]), "%lld", fl.sales[i].qty);
-        argv[4 + 3 * i] = fl.sales[i].id;
-        argv[5 + 3 * i] = fl.sales[i].valid ? fl.sales[i].sku : "";
-        argv[6 + 3 * i] = qty[i];
+        argv[7 + 4 * i] = fl.sales[i].id;
+        argv[8 + 4 * i] = fl.sales[i].valid ? fl.sales[i].sku : "";
+        argv[9 + 4 * i] = qty[i];
+        argv[10 + 4 * i] = fl.sales[i].give_back ? "1" : "0";
     }
-    redisReply *r = rconn_script_run(fl.rc, &ack_script, 3, argc, argv);
+    redisReply *r = rconn_script_run(fl.rc, &ack_script, 5, argc, argv);
     int rc = r && r->type == REDIS_REPLY_INTEGER ? 0 : -1;
     if (rc != 0) {
         fprintf(stderr, "redis-stream flusher: acknowledging failed: %s\n",
@@ -272,6 +335,27 @@ static char *rows_json(int *nvalid)
     return txt;
 }
 
+/* 1 when the ledger row of s->order_id is this very sale written before (a
+ * lost COMMIT reply, a claim of a batch its first flusher had committed):
+ * same guard, SKU, quantity, instance and remaining stock. 0 when it is
+ * another sale under that order_id -- the first sale of a repeat whose
+ * order memory had expired, or was of an older epoch, or was sold by
+ * another guard: then Redis took a unit MySQL never will. Negative DB_E*
+ * on failure. */
+static long long same_sale(const struct sale *s)
+{
+    char guard[33] = "", sku[STOCK_SKU_MAX + 1] = "", inst[65] = "";
+    long long qty = 0, rem = 0;
+    long long n = db_run(fl.db, "SELECT guard, sku, qty, remaining, instance FROM ledger "
+                                "WHERE order_id=?", "s", "sslls", s->order_id,
+                         guard, sizeof(guard), sku, sizeof(sku), &qty, &rem, inst,
+                         sizeof(inst));
+    if (n < 0)
+        return n;
+    return n > 0 && strcmp(guard, GUARD_NAME) == 0 && strcmp(sku, s->sku) == 0 &&
+           qty == s->qty && rem == s->remaining && strcmp(inst, s->instance) == 0;
+}
+
 /* The ledger rows of the batch, in the open transaction. Usually one
  * statement; when an order_id is already there (a replay), one INSERT
  * IGNORE per sale learns which rows are new. Marks sale.inserted.
@@ -300,8 +384,13 @@ static long long insert_rows(void)
             if (m < 0)
                 return m;
             s->inserted = m == 1;
-            if (!s->inserted)
+            if (!s->inserted) {
                 atomic_fetch_add(&n_skipped, 1);
+                long long same = same_sale(s);
+                if (same < 0)
+                    return same;
+                s->give_back = !same;
+            }
         }
         return 0;
     }
@@ -375,12 +464,16 @@ static long long write_batch(void)
     if (!fl.db && !(fl.db = db_connect(fl.dbconf)))
         return DB_EUNAVAIL;
     for (int i = 0; i < fl.n; i++)
-        fl.sales[i].inserted = 0;
+        fl.sales[i].inserted = fl.sales[i].give_back = 0;
     long long n = db_begin(fl.db);
     if (n == DB_OK)
         n = insert_rows();
     if (n == DB_OK)
         n = update_stock();
+    /* The mark right before the COMMIT, taken off with the acknowledgement:
+     * an audit never pairs MySQL after a flush with Redis before it. */
+    if (n == DB_OK && mark_flushing() != 0)
+        n = DB_EUNAVAIL;
     if (n != DB_OK) {
         db_rollback(fl.db);
         return n;
@@ -437,6 +530,8 @@ static void *flusher_main(void *arg)
         if (atomic_load(&fl.stop))
             break;
         long long rc = write_batch();
+        if (rc != DB_OK)
+            unmark_flushing();
         if (rc == DB_OK && ack_batch() == 0) {
             count_batch();
             backoff = 0;

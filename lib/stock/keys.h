@@ -109,5 +109,11 @@ static inline void keys_sorder(char out[KEYS_MAX], const char *order_id)
 #define KEYS_SALES_GROUP "flushers"
 #define KEYS_SALES_PENDING "lab:sales:pending"
 #define KEYS_SALES_PENDING_UNITS "lab:sales:pending_units"
+/* redis-stream flushers about to commit (instance -> until, Redis ms), the
+ * count of acknowledged batches, and an audit's hold on new commits: the
+ * audit reads Redis and MySQL while no flush can commit (guard.h, freeze). */
+#define KEYS_SALES_FLUSHING "lab:sales:flushing"
+#define KEYS_SALES_FLUSH_SEQ "lab:sales:flush_seq"
+#define KEYS_SALES_AUDIT_HOLD "lab:sales:audit_hold"
 
 #endif
