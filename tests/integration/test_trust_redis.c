@@ -308,6 +308,59 @@ static void test_fence_counter_behind_row(void **state)
     assert_true(a.consistent);
 }
 
+struct held_sale { char url[200]; long status; };
+
+static void *held_sale_main(void *p)
+{
+    struct held_sale *h = p;
+    h->status = it_status("POST", h->url,
+                          "{\"sku\":\"Tb-kill\",\"order_id\":\"tb-kill-1\","
+                          "\"guard\":\"redis-decr\",\"hold_ms\":3000}");
+    return NULL;
+}
+
+/* Item 6: an instance killed (-9) between redis-decr's Redis decision and
+ * its MySQL write. The unit taken in Redis must come back once that sale
+ * can no longer land (its write deadline has passed): Redis = MySQL. */
+static void test_decr_killed_between_redis_and_mysql(void **state)
+{
+    long base = it_port_base();
+    char url[160], h[200];
+    snprintf(url, sizeof(url), "http://127.0.0.1:%ld", base + 44);
+    static const char *const args[] = {"--threads", "4", NULL};
+    int pid = it_start_inventory("inventory-decr-kill", base + 44, NULL, args);
+    assert_true(pid > 0);
+    snprintf(h, sizeof(h), "%s/healthz", url);
+    if (it_wait_status(h, 200, 30000) != 0) {
+        it_kill(pid, SIGKILL, 2000);
+        fail_msg("the instance to kill did not come up");
+    }
+    assert_int_equal(it_seed("Tb-kill", 10), 200);
+    struct held_sale held = {.status = -1};
+    snprintf(held.url, sizeof(held.url), "%s/inventory/deduct", url);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, held_sale_main, &held), 0);
+    long long rs = -1;
+    for (int i = 0; i < 100 && (rs = redis_num("GET stock:{Tb-kill}%s%s", "", "")) != 9; i++)
+        nap_ms(20);
+    assert_int_equal(it_kill(pid, SIGKILL, 2000), 0);   /* mid hold_ms */
+    pthread_join(t, NULL);
+    print_message("Redis decided (stock %lld), instance killed; the sale answered %ld\n", rs,
+                  held.status);
+    assert_int_equal(rs, 9);
+    nap_ms(6000);   /* hold 3 s + the write margin + the grace: it cannot land now */
+    assert_int_equal(sell(0, "Tb-kill", "tb-kill-2", "\"guard\":\"redis-decr\""), 200);
+    struct it_audit a;
+    assert_int_equal(it_audit("Tb-kill", &a), 0);
+    rs = redis_num("GET stock:{Tb-kill}%s%s", "", "");
+    print_message("after one more sale: MySQL stock %lld sold %lld, Redis %lld\n", a.stock,
+                  a.sold, rs);
+    assert_int_equal(a.sold, 1);
+    assert_int_equal(a.stock, 9);
+    assert_int_equal(rs, 9);
+    assert_true(a.consistent);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -316,6 +369,7 @@ int main(void)
         cmocka_unit_test(test_drift_only_for_guards_that_sold),
         cmocka_unit_test(test_stream_repeat_after_order_ttl),
         cmocka_unit_test(test_fence_counter_behind_row),
+        cmocka_unit_test(test_decr_killed_between_redis_and_mysql),
         cmocka_unit_test(test_audit_one_snapshot_during_drain),
     };
     return cmocka_run_group_tests(tests, group_setup, NULL);
