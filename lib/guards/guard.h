@@ -42,6 +42,8 @@ struct guard_side {
                                 * reconciled): no drift to report */
     long long stock;           /* the units Redis would still sell */
     long long pending, pending_units; /* answered, not in MySQL yet */
+    long long in_flight_units; /* decided in Redis, being written to MySQL
+                                * by a live request (redis-decr) */
     long long flush_seq;       /* moves whenever sales move to MySQL */
     int flushing;              /* 1: a move may be committing right now */
 };

@@ -33,6 +33,20 @@ static inline void keys_stock_reconcile(char out[KEYS_MAX], const char *sku)
     snprintf(out, KEYS_MAX, "stock:{%s}:reconcile", sku);
 }
 
+/* redis-decr: sales decided in Redis and not yet known to be in MySQL (the
+ * intents): a sorted set nonce -> write deadline (Redis ms) and a hash
+ * nonce -> "order_id\nepoch\nqty". One left past its deadline belongs to
+ * an instance that died mid-sale; the next sale settles it. */
+static inline void keys_stock_intents(char out[KEYS_MAX], const char *sku)
+{
+    snprintf(out, KEYS_MAX, "stock:{%s}:intents", sku);
+}
+
+static inline void keys_stock_intent(char out[KEYS_MAX], const char *sku)
+{
+    snprintf(out, KEYS_MAX, "stock:{%s}:intent", sku);
+}
+
 static inline void keys_seg_epoch(char out[KEYS_MAX], const char *sku)
 {
     snprintf(out, KEYS_MAX, "seg:{%s}:epoch", sku);
