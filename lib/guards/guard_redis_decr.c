@@ -20,15 +20,19 @@
 
 /* KEYS[1] stock key, [2] its epoch, [3] intents, [4] intent details;
  * ARGV[1] qty, [2] nonce, [3] order_id, [4] ms the write may take. {-2}:
- * key missing (Redis lost it); {-1, stale}: not enough; else {new stock,
+ * key missing (Redis lost it, or it is of an older generation: dropped,
+ * see RREC_LUA_GEN); {-1, stale}: not enough; else {new stock,
  * epoch, stale}: the epoch the sale was decided in (for a give-back,
  * redis_reconcile.h), and the sale is recorded as an intent until its
  * write is known (settled by this instance, or by the next sale after
  * its deadline when the instance died). stale: the nonce of one intent
  * past its deadline, or "". */
 static struct rconn_script decr_script = RCONN_SCRIPT(
+    RREC_LUA_GEN
     "local v = redis.call('GET', KEYS[1]) "
     "if not v then return {-2} end "
+    "if not in_gen(redis.call('GET', KEYS[2]) or '') then "
+    "  redis.call('DEL', KEYS[1]) return {-2} end "
     "local t = redis.call('TIME') "
     "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) "
     "local old = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now, 'LIMIT', 0, 1) "
@@ -85,6 +89,14 @@ static int fill_state(const char *sku, long long stock, int segments, struct rre
 
 static atomic_ullong intent_seq;
 
+/* The WAIT of replicas_ack: REDIS_REPLICAS_ACK_MAX_MS, or what the
+ * request's deadline leaves. */
+static long ack_wait_ms(const struct deduct_req *req)
+{
+    long left = (long)(deduct_time_left(req) * 1000.0);
+    return left < REDIS_REPLICAS_ACK_MAX_MS ? (left > 1 ? left : 1) : REDIS_REPLICAS_ACK_MAX_MS;
+}
+
 static void intent_init(struct intent *in, const struct deduct_env *env, const char *sku)
 {
     snprintf(in->nonce, sizeof(in->nonce), "%.60s-%llu", env->instance,
@@ -98,15 +110,17 @@ static void intent_init(struct intent *in, const struct deduct_env *env, const c
  * stale the nonce of an intent past its deadline ("" none). */
 static long long decrement(const struct rrec *k, const struct intent *in,
                            const struct deduct_req *req, long write_ms,
-                           char epoch[RREC_EPOCH_MAX], char stale[96], struct deduct_res *res)
+                           char epoch[RREC_EPOCH_MAX], char stale[96], long long *acked,
+                           struct deduct_res *res)
 {
     char n[24], ms[24];
     snprintf(n, sizeof(n), "%ld", req->qty);
     snprintf(ms, sizeof(ms), "%ld", write_ms);
     const char *argv[8] = {k->state, k->epoch, in->zset, in->hash, n, in->nonce, req->order_id,
                            ms};
-    redisReply *r = rconn_eval(redis_shared_pool(), res->detail, sizeof(res->detail),
-                               &decr_script, 4, 8, argv);
+    redisReply *r = redis_shared_eval_acked(&decr_script, 4, 8, argv, req->replicas_ack,
+                                            ack_wait_ms(req), acked, res->detail,
+                                            sizeof(res->detail));
     stale[0] = '\0';
     if (!r) {
         res->outcome = DEDUCT_UNAVAILABLE;
@@ -228,9 +242,9 @@ static int redis_decr_deduct(const struct guard *self, const struct deduct_env *
     rrec_keys(&k, req->sku);
     intent_init(&in, env, req->sku);
     char epoch[RREC_EPOCH_MAX] = "", stale[96] = "";
-    long long left = -2;
+    long long left = -2, acked = 0;
     for (int attempt = 0; attempt < 2 && left == -2; attempt++) {
-        left = decrement(&k, &in, req, write_window_ms(req), epoch, stale, res);
+        left = decrement(&k, &in, req, write_window_ms(req), epoch, stale, &acked, res);
         if (left == -2 && attempt == 0 && rrec_recover(&k, env, req->sku, fill_state, res) == 0)
             return 0;
     }
@@ -245,6 +259,19 @@ static int redis_decr_deduct(const struct guard *self, const struct deduct_env *
     if (left < 0) {
         if (left == -1)
             res->outcome = DEDUCT_OUT_OF_STOCK;
+        return 0;
+    }
+    /* replicas_ack: a failover to a replica without this decrement would
+     * sell the unit again; so fewer replicas than asked undo the sale. */
+    if (req->replicas_ack > 0 && acked < req->replicas_ack) {
+        char why[160];
+        snprintf(why, sizeof(why), "%s", res->detail);
+        give_back(&k, &in, epoch, req->qty, req->sku);
+        res->outcome = DEDUCT_UNAVAILABLE;
+        snprintf(res->detail, sizeof(res->detail),
+                 "replicas_ack: the sale reached %lld of %d replica(s) within %ld ms; undone, "
+                 "nothing sold%s%.40s", acked > 0 ? acked : 0, req->replicas_ack,
+                 ack_wait_ms(req), acked < 0 ? ": " : "", acked < 0 ? why : "");
         return 0;
     }
     /* From the Redis decision on, the sale has hold_ms plus the margin to

@@ -51,12 +51,14 @@ static const struct cfg_opt options[] = {
 
 /* KEYS[1] stock, [2] epoch, [3] order, [4] stream, [5] pending entries,
  * [6] pending units; ARGV[1] sku, [2] order_id, [3] qty, [4] instance,
- * [5] order ttl ms. Returns {left} sold; {-1, stock} not enough; {-2} the
- * stock is missing (Redis lost it); {-3, remaining, instance} a repeat of
+ * [5] order ttl ms. Returns {left, entry id} sold; {-1, stock} not enough; {-2} the
+ * stock is missing (Redis lost it, or it is of an older generation:
+ * dropped, see RREC_LUA_GEN); {-3, remaining, instance} a repeat of
  * the order's first sale; {-4, sku, qty} the order_id names another sale.
  * A remembered order of an older epoch (its SKU was reseeded since, which
  * wiped its ledger) does not count, as in MySQL. */
 static struct rconn_script sale_script = RCONN_SCRIPT(
+    RREC_LUA_GEN
     "local q = tonumber(ARGV[3]) "
     "local ep = redis.call('GET', KEYS[2]) or '' "
     "local o = redis.call('GET', KEYS[3]) "
@@ -74,29 +76,48 @@ static struct rconn_script sale_script = RCONN_SCRIPT(
     "end "
     "local v = redis.call('GET', KEYS[1]) "
     "if not v then return {-2} end "
+    "if not in_gen(ep) then redis.call('DEL', KEYS[1]) return {-2} end "
     "if tonumber(v) < q then return {-1, v} end "
     "local left = redis.call('DECRBY', KEYS[1], q) "
     "local t = redis.call('TIME') "
     "local ms = string.format('%.0f', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)) "
-    "redis.call('XADD', KEYS[4], '*', 's', ARGV[1], 'o', ARGV[2], 'q', ARGV[3], "
+    "local id = redis.call('XADD', KEYS[4], '*', 's', ARGV[1], 'o', ARGV[2], 'q', ARGV[3], "
     "  'r', left, 'i', ARGV[4], 'g', '" GUARD_NAME "', 't', ms) "
     "redis.call('SET', KEYS[3], ep .. '\\n' .. ARGV[1] .. '\\n' .. ARGV[3] .. '\\n' .. left "
     "  .. '\\n' .. ARGV[4], 'PX', ARGV[5]) "
     "redis.call('HINCRBY', KEYS[5], ARGV[1], 1) "
     "redis.call('HINCRBY', KEYS[6], ARGV[1], q) "
-    "return {left}");
+    "return {left, id}");
+
+/* KEYS[1] stock, [2] order, [3] stream, [4] pending entries, [5] pending
+ * units; ARGV[1] entry id, [2] sku, [3] qty, [4] group. Takes a sale back
+ * (replicas_ack not met) while no flusher has read it: 1 undone; 0 a
+ * flusher has it already (or flushed it), so it stands. */
+static struct rconn_script undo_script = RCONN_SCRIPT(
+    "if #redis.call('XRANGE', KEYS[3], ARGV[1], ARGV[1]) == 0 then return 0 end "
+    "local ok, p = pcall(redis.call, 'XPENDING', KEYS[3], ARGV[4], ARGV[1], ARGV[1], 1) "
+    "if ok and #p > 0 then return 0 end "
+    "redis.call('XDEL', KEYS[3], ARGV[1]) "
+    "if redis.call('EXISTS', KEYS[1]) == 1 then redis.call('INCRBY', KEYS[1], ARGV[3]) end "
+    "if redis.call('HINCRBY', KEYS[4], ARGV[2], -1) <= 0 then "
+    "  redis.call('HDEL', KEYS[4], ARGV[2]) end "
+    "if redis.call('HINCRBY', KEYS[5], ARGV[2], -tonumber(ARGV[3])) <= 0 then "
+    "  redis.call('HDEL', KEYS[5], ARGV[2]) end "
+    "redis.call('DEL', KEYS[2]) "
+    "return 1");
 
 /* KEYS[1] stock, [2] epoch, [3] marker, [4] pending entries; ARGV[1] sku,
  * [2] stock, [3] a random token. Refuses (returns the count) while sales of
  * the SKU wait for MySQL: a reseed wipes the SKU's ledger, and a sale
  * flushed after it would land in the new stock. */
 static struct rconn_script seed_script = RCONN_SCRIPT(
+    RREC_LUA_GEN
     "local p = tonumber(redis.call('HGET', KEYS[4], ARGV[1]) or '0') "
     "if p > 0 then return p end "
     "local t = redis.call('TIME') "
     "redis.call('SET', KEYS[1], ARGV[2]) "
     "redis.call('SET', KEYS[2], 's' .. t[1] .. string.format('%06d', tonumber(t[2])) "
-    "  .. '-' .. ARGV[3]) "
+    "  .. '-' .. ARGV[3] .. '@' .. lab_gen()) "
     "redis.call('DEL', KEYS[3]) "
     "return 0");
 
@@ -163,6 +184,38 @@ static int sale_reply(const redisReply *r, const struct deduct_req *req, struct 
     return 0;
 }
 
+/* The WAIT of replicas_ack: REDIS_REPLICAS_ACK_MAX_MS, or what the
+ * request's deadline leaves. */
+static long ack_wait_ms(const struct deduct_req *req)
+{
+    long left = (long)(deduct_time_left(req) * 1000.0);
+    return left < REDIS_REPLICAS_ACK_MAX_MS ? (left > 1 ? left : 1) : REDIS_REPLICAS_ACK_MAX_MS;
+}
+
+/* replicas_ack not met for the sale `id`: take it back unless a flusher
+ * has it already. Returns 1 undone (res says 503), 0 it stands. */
+static int undo_sale(const struct deduct_req *req, const char *id, long long acked,
+                     struct deduct_res *res)
+{
+    char stock[KEYS_MAX], order[KEYS_MAX], qty[24], err[128];
+    keys_sstock(stock, req->sku);
+    keys_sorder(order, req->order_id);
+    snprintf(qty, sizeof(qty), "%ld", req->qty);
+    const char *argv[9] = {stock, order, KEYS_SALES_STREAM, KEYS_SALES_PENDING,
+                           KEYS_SALES_PENDING_UNITS, id, req->sku, qty, KEYS_SALES_GROUP};
+    redisReply *r = rconn_eval(redis_shared_pool(), err, sizeof(err), &undo_script, 5, 9,
+                               argv);
+    int undone = r && r->type == REDIS_REPLY_INTEGER && r->integer == 1;
+    freeReplyObject(r);
+    if (!undone)
+        return 0;   /* on its way to MySQL: sold (or Redis failed: it stays queued) */
+    res->outcome = DEDUCT_UNAVAILABLE;
+    snprintf(res->detail, sizeof(res->detail),
+             "replicas_ack: the sale reached %lld of %d replica(s) within %ld ms; undone, "
+             "nothing sold", acked > 0 ? acked : 0, req->replicas_ack, ack_wait_ms(req));
+    return 1;
+}
+
 /* One run of the sale script. Returns 1 when Redis lost the stock, else 0
  * with res filled. */
 static int sell(const struct deduct_env *env, const struct deduct_req *req,
@@ -177,13 +230,20 @@ static int sell(const struct deduct_env *env, const struct deduct_req *req,
     const char *argv[11] = {stock, epoch, order, KEYS_SALES_STREAM, KEYS_SALES_PENDING,
                             KEYS_SALES_PENDING_UNITS, req->sku, req->order_id, qty,
                             env->instance, ttl};
-    redisReply *r = rconn_eval(redis_shared_pool(), res->detail, sizeof(res->detail),
-                               &sale_script, 6, 11, argv);
+    long long acked = 0;
+    redisReply *r = redis_shared_eval_acked(&sale_script, 6, 11, argv, req->replicas_ack,
+                                            ack_wait_ms(req), &acked, res->detail,
+                                            sizeof(res->detail));
     if (!r) {
         res->outcome = DEDUCT_UNAVAILABLE;
         return 0;
     }
     int lost = sale_reply(r, req, res);
+    /* replicas_ack: a failover to a replica without this sale would lose
+     * it (and sell its unit again); fewer replicas than asked undo it. */
+    if (res->outcome == DEDUCT_SOLD && req->replicas_ack > 0 && acked < req->replicas_ack &&
+        r->elements >= 2 && r->element[1]->type == REDIS_REPLY_STRING)
+        undo_sale(req, r->element[1]->str, acked, res);
     freeReplyObject(r);
     return lost;
 }

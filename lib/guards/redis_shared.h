@@ -46,6 +46,20 @@ void redis_shared_export_metrics(void);
 struct rlock_client *redis_shared_locks(void);
 struct rconn_pool *redis_shared_pool(void);
 
+/* replicas_ack for the Redis-stock guards: the WAIT is at most this (or
+ * what the request's deadline leaves). */
+#define REDIS_REPLICAS_ACK_MAX_MS 100
+
+/* Run script s on one pooled connection and, when acks > 0, WAIT acks
+ * wait_ms on that same connection (WAIT counts the replicas that have
+ * this connection's writes). Returns the script's reply (caller frees;
+ * NULL with err when Redis failed or answered an error: nothing known to
+ * be written, except a timeout). *acked: replicas that acknowledged, -1
+ * when WAIT itself failed (err says why; the script did run). */
+redisReply *redis_shared_eval_acked(struct rconn_script *s, int nkeys, int argc,
+                                    const char **argv, int acks, long wait_ms,
+                                    long long *acked, char *err, size_t errlen);
+
 /* The request's lock options (ttl, watchdog, acquire, release) as rlock
  * options: the safe reentrant lock unless a seeds' mistake is asked for. */
 void redis_shared_lock_opts(const struct deduct_env *env, const struct deduct_req *req,
