@@ -21,6 +21,9 @@
 #include <sys/time.h>
 
 #define GUARD_NAME "redis-stream"
+/* replicas_ack: how long past the WAIT an entry stays deferred for the
+ * sale's verdict (the round trips around the WAIT). */
+#define REPLICAS_ACK_MARGIN_MS 1000
 
 static struct sflush_conf conf;
 
@@ -50,8 +53,10 @@ static const struct cfg_opt options[] = {
 };
 
 /* KEYS[1] stock, [2] epoch, [3] order, [4] stream, [5] pending entries,
- * [6] pending units; ARGV[1] sku, [2] order_id, [3] qty, [4] instance,
- * [5] order ttl ms. Returns {left, entry id} sold; {-1, stock} not enough; {-2} the
+ * [6] pending units, [7] unacked entries; ARGV[1] sku, [2] order_id, [3]
+ * qty, [4] instance, [5] order ttl ms, [6] ms the sale may wait for its
+ * replicas (0: replicas_ack not asked; else flushers defer the entry that
+ * long, until the sale confirms or takes it back). Returns {left, entry id} sold; {-1, stock} not enough; {-2} the
  * stock is missing (Redis lost it, or it is of an older generation:
  * dropped, see RREC_LUA_GEN); {-3, remaining, instance} a repeat of
  * the order's first sale; {-4, sku, qty} the order_id names another sale.
@@ -87,17 +92,28 @@ static struct rconn_script sale_script = RCONN_SCRIPT(
     "  .. '\\n' .. ARGV[4], 'PX', ARGV[5]) "
     "redis.call('HINCRBY', KEYS[5], ARGV[1], 1) "
     "redis.call('HINCRBY', KEYS[6], ARGV[1], q) "
+    "if tonumber(ARGV[6]) > 0 then "
+    "  redis.call('ZADD', KEYS[7], tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) "
+    "    + tonumber(ARGV[6]), id) "
+    "end "
     "return {left, id}");
 
 /* KEYS[1] stock, [2] order, [3] stream, [4] pending entries, [5] pending
- * units; ARGV[1] entry id, [2] sku, [3] qty, [4] group. Takes a sale back
- * (replicas_ack not met) while no flusher has read it: 1 undone; 0 a
- * flusher has it already (or flushed it), so it stands. */
+ * units, [6] unacked entries, [7] cancelled entries; ARGV[1] entry id, [2]
+ * sku, [3] qty, [4] group. Takes a sale back (replicas_ack not met): 1
+ * undone; 0 it stands (its wait had run out: flushers may have written
+ * it). While unacked no flusher commits it (stream_flusher.c mark_script
+ * defers it, atomically with this): read by no flusher yet, it is
+ * deleted; read by one, listed as cancelled, and that flusher drops it. */
 static struct rconn_script undo_script = RCONN_SCRIPT(
+    "if redis.call('ZREM', KEYS[6], ARGV[1]) == 0 then return 0 end "
     "if #redis.call('XRANGE', KEYS[3], ARGV[1], ARGV[1]) == 0 then return 0 end "
     "local ok, p = pcall(redis.call, 'XPENDING', KEYS[3], ARGV[4], ARGV[1], ARGV[1], 1) "
-    "if ok and #p > 0 then return 0 end "
-    "redis.call('XDEL', KEYS[3], ARGV[1]) "
+    "if ok and #p > 0 then "
+    "  redis.call('SADD', KEYS[7], ARGV[1]) "
+    "else "
+    "  redis.call('XDEL', KEYS[3], ARGV[1]) "
+    "end "
     "if redis.call('EXISTS', KEYS[1]) == 1 then redis.call('INCRBY', KEYS[1], ARGV[3]) end "
     "if redis.call('HINCRBY', KEYS[4], ARGV[2], -1) <= 0 then "
     "  redis.call('HDEL', KEYS[4], ARGV[2]) end "
@@ -192,8 +208,18 @@ static long ack_wait_ms(const struct deduct_req *req)
     return left < REDIS_REPLICAS_ACK_MAX_MS ? (left > 1 ? left : 1) : REDIS_REPLICAS_ACK_MAX_MS;
 }
 
-/* replicas_ack not met for the sale `id`: take it back unless a flusher
- * has it already. Returns 1 undone (res says 503), 0 it stands. */
+/* replicas_ack met: flushers may write the entry now (best effort: else
+ * they do once its wait has run out). */
+static void confirm_sale(const char *id)
+{
+    char err[128];
+    const char *argv[3] = {"ZREM", KEYS_SALES_UNACKED, id};
+    redisReply *r = rconn_cmd_argv(redis_shared_pool(), err, sizeof(err), 3, argv);
+    freeReplyObject(r);
+}
+
+/* replicas_ack not met for the sale `id`: take it back unless its wait
+ * had run out. Returns 1 undone (res says 503), 0 it stands. */
 static int undo_sale(const struct deduct_req *req, const char *id, long long acked,
                      struct deduct_res *res)
 {
@@ -201,14 +227,15 @@ static int undo_sale(const struct deduct_req *req, const char *id, long long ack
     keys_sstock(stock, req->sku);
     keys_sorder(order, req->order_id);
     snprintf(qty, sizeof(qty), "%ld", req->qty);
-    const char *argv[9] = {stock, order, KEYS_SALES_STREAM, KEYS_SALES_PENDING,
-                           KEYS_SALES_PENDING_UNITS, id, req->sku, qty, KEYS_SALES_GROUP};
-    redisReply *r = rconn_eval(redis_shared_pool(), err, sizeof(err), &undo_script, 5, 9,
+    const char *argv[11] = {stock, order, KEYS_SALES_STREAM, KEYS_SALES_PENDING,
+                            KEYS_SALES_PENDING_UNITS, KEYS_SALES_UNACKED, KEYS_SALES_CANCELLED,
+                            id, req->sku, qty, KEYS_SALES_GROUP};
+    redisReply *r = rconn_eval(redis_shared_pool(), err, sizeof(err), &undo_script, 7, 11,
                                argv);
     int undone = r && r->type == REDIS_REPLY_INTEGER && r->integer == 1;
     freeReplyObject(r);
     if (!undone)
-        return 0;   /* on its way to MySQL: sold (or Redis failed: it stays queued) */
+        return 0;   /* past its wait: sold (or Redis failed: flushed once it expires) */
     res->outcome = DEDUCT_UNAVAILABLE;
     snprintf(res->detail, sizeof(res->detail),
              "replicas_ack: the sale reached %lld of %d replica(s) within %ld ms; undone, "
@@ -221,17 +248,21 @@ static int undo_sale(const struct deduct_req *req, const char *id, long long ack
 static int sell(const struct deduct_env *env, const struct deduct_req *req,
                 struct deduct_res *res)
 {
-    char stock[KEYS_MAX], epoch[KEYS_MAX], order[KEYS_MAX], qty[24], ttl[24];
+    char stock[KEYS_MAX], epoch[KEYS_MAX], order[KEYS_MAX], qty[24], ttl[24], hold[24];
     keys_sstock(stock, req->sku);
     keys_sstock_epoch(epoch, req->sku);
     keys_sorder(order, req->order_id);
     snprintf(qty, sizeof(qty), "%ld", req->qty);
     snprintf(ttl, sizeof(ttl), "%ld", conf.order_ttl_ms);
-    const char *argv[11] = {stock, epoch, order, KEYS_SALES_STREAM, KEYS_SALES_PENDING,
-                            KEYS_SALES_PENDING_UNITS, req->sku, req->order_id, qty,
-                            env->instance, ttl};
+    /* The entry waits for our verdict at most the WAIT plus a margin for
+     * the round trips around it; past that, flushers write it. */
+    snprintf(hold, sizeof(hold), "%ld",
+             req->replicas_ack > 0 ? ack_wait_ms(req) + REPLICAS_ACK_MARGIN_MS : 0L);
+    const char *argv[13] = {stock, epoch, order, KEYS_SALES_STREAM, KEYS_SALES_PENDING,
+                            KEYS_SALES_PENDING_UNITS, KEYS_SALES_UNACKED, req->sku,
+                            req->order_id, qty, env->instance, ttl, hold};
     long long acked = 0;
-    redisReply *r = redis_shared_eval_acked(&sale_script, 6, 11, argv, req->replicas_ack,
+    redisReply *r = redis_shared_eval_acked(&sale_script, 7, 13, argv, req->replicas_ack,
                                             ack_wait_ms(req), &acked, res->detail,
                                             sizeof(res->detail));
     if (!r) {
@@ -241,9 +272,13 @@ static int sell(const struct deduct_env *env, const struct deduct_req *req,
     int lost = sale_reply(r, req, res);
     /* replicas_ack: a failover to a replica without this sale would lose
      * it (and sell its unit again); fewer replicas than asked undo it. */
-    if (res->outcome == DEDUCT_SOLD && req->replicas_ack > 0 && acked < req->replicas_ack &&
-        r->elements >= 2 && r->element[1]->type == REDIS_REPLY_STRING)
-        undo_sale(req, r->element[1]->str, acked, res);
+    if (res->outcome == DEDUCT_SOLD && req->replicas_ack > 0 &&
+        r->elements >= 2 && r->element[1]->type == REDIS_REPLY_STRING) {
+        if (acked < req->replicas_ack)
+            undo_sale(req, r->element[1]->str, acked, res);
+        else
+            confirm_sale(r->element[1]->str);
+    }
     freeReplyObject(r);
     return lost;
 }

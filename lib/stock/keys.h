@@ -129,5 +129,10 @@ static inline void keys_sorder(char out[KEYS_MAX], const char *order_id)
 #define KEYS_SALES_FLUSHING "lab:sales:flushing"
 #define KEYS_SALES_FLUSH_SEQ "lab:sales:flush_seq"
 #define KEYS_SALES_AUDIT_HOLD "lab:sales:audit_hold"
+/* redis-stream replicas_ack: entries whose sale still waits for replicas
+ * (id -> until, Redis ms: flushers defer them), and entries taken back
+ * after a flusher had read them (that flusher drops them). */
+#define KEYS_SALES_UNACKED "lab:sales:unacked"
+#define KEYS_SALES_CANCELLED "lab:sales:cancelled"
 
 #endif
