@@ -1,7 +1,7 @@
 /* The audit as one snapshot of MySQL and the Redis guards' side state
  * (guard_audit in guard.h): MySQL's figures plus, per Redis-stock guard,
  * the pending sales and the drift. */
-#include "guard.h"
+#include "guards/guard.h"
 
 #include "base/db.h"
 #include "base/util.h"
