@@ -361,6 +361,49 @@ static void test_decr_killed_between_redis_and_mysql(void **state)
     assert_true(a.consistent);
 }
 
+/* Item 10: a reseed whose COMMIT reply is lost (applied, the answer
+ * dropped: --fault-commit-lost 1 loses every one). The instance must learn
+ * the outcome from MySQL: the seed applied, so 200, with Redis's states
+ * equal to MySQL's (not a 503 that leaves the new Redis state behind an
+ * answer saying nothing changed). */
+static void test_reseed_commit_lost(void **state)
+{
+    long base = it_port_base();
+    char url[160], h[200];
+    snprintf(url, sizeof(url), "http://127.0.0.1:%ld", base + 46);
+    static const char *const args[] = {"--threads", "2", "--fault-commit-lost", "1", NULL};
+    int pid = it_start_inventory("inventory-seed-lossy", base + 46, NULL, args);
+    assert_true(pid > 0);
+    snprintf(h, sizeof(h), "%s/healthz", url);
+    if (it_wait_status(h, 200, 30000) != 0) {
+        it_kill(pid, SIGKILL, 2000);
+        fail_msg("the lossy instance did not come up");
+    }
+    assert_int_equal(it_seed("Tb-seedlost", 10), 200);
+    assert_int_equal(sell(0, "Tb-seedlost", "tb-seedlost-1", "\"guard\":\"redis-decr\""), 200);
+    char surl[256];
+    snprintf(surl, sizeof(surl), "%s/inventory/Tb-seedlost", url);
+    struct it_resp r;
+    long st = it_http("PUT", surl, "{\"stock\":7}", &r);
+    print_message("reseed with its COMMIT reply lost: %ld %s\n", st, r.body);
+    it_resp_free(&r);
+    it_stop_pid(pid);
+    long long my = it_sql_value("SELECT stock FROM db_shopping.inventory WHERE sku='Tb-seedlost'");
+    long long rd = redis_num("GET stock:{Tb-seedlost}%s%s", "", "");
+    long long rs = redis_num("GET sstock:{Tb-seedlost}%s%s", "", "");
+    print_message("MySQL %lld, redis-decr %lld, redis-stream %lld\n", my, rd, rs);
+    assert_int_equal(st, 200);
+    assert_int_equal(my, 7);
+    assert_int_equal(rd, 7);
+    assert_int_equal(rs, 7);
+    assert_int_equal(sell(1, "Tb-seedlost", "tb-seedlost-2", "\"guard\":\"redis-decr\""), 200);
+    struct it_audit a;
+    assert_int_equal(it_audit("Tb-seedlost", &a), 0);
+    assert_int_equal(a.stock, 6);
+    assert_int_equal(redis_num("GET stock:{Tb-seedlost}%s%s", "", ""), 6);
+    assert_true(a.consistent);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -370,6 +413,7 @@ int main(void)
         cmocka_unit_test(test_stream_repeat_after_order_ttl),
         cmocka_unit_test(test_fence_counter_behind_row),
         cmocka_unit_test(test_decr_killed_between_redis_and_mysql),
+        cmocka_unit_test(test_reseed_commit_lost),
         cmocka_unit_test(test_audit_one_snapshot_during_drain),
     };
     return cmocka_run_group_tests(tests, group_setup, NULL);
