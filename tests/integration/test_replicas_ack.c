@@ -53,6 +53,27 @@ static int info_has(long port, const char *field)
     return has;
 }
 
+/* 1 when a write of ours reaches one replica within 200 ms (WAIT). */
+static int replica_acks(void)
+{
+    struct timeval tv = {1, 0};
+    redisContext *c = redisConnectWithTimeout("127.0.0.1", (int)it.redis_port, tv);
+    if (!c || c->err) {
+        redisFree(c);
+        return 0;
+    }
+    redisSetTimeout(c, tv);
+    redisReply *w = redisCommand(c, "SET lab:test:replica-probe 1");
+    if (w)
+        freeReplyObject(w);
+    redisReply *r = redisCommand(c, "WAIT 1 200");
+    int ok = r && r->type == REDIS_REPLY_INTEGER && r->integer >= 1;
+    if (r)
+        freeReplyObject(r);
+    redisFree(c);
+    return ok;
+}
+
 static int start_replica(void)
 {
     replica_port = it_port_base() + 35;
@@ -79,10 +100,13 @@ static int start_replica(void)
         _exit(127);
     }
     replica_pid = (int)pid;
-    /* Linked when both sides say so (bounded: 10 s). */
+    /* Linked when both sides say so, and acknowledging: after a diskless
+     * full sync the master streams writes only once the replica's first
+     * ACK came (up to 1 s later), so a write of ours must reach it within
+     * a WAIT (bounded: 10 s in all). */
     for (int i = 0; i < 200; i++) {
         if (info_has(replica_port, "master_link_status:up") &&
-            !info_has(it.redis_port, "connected_slaves:0"))
+            !info_has(it.redis_port, "connected_slaves:0") && replica_acks())
             return 0;
         sleep_ms(50);
     }
