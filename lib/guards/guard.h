@@ -19,6 +19,37 @@
 
 struct db_conf;
 
+/* ---- request options -------------------------------------------------- */
+
+/* One body field a guard accepts beyond the sale's own (stock/request.h),
+ * like a config row: name, type, bounds, where it goes in the guard's own
+ * options struct. The 400 texts follow from the row: "NAME must be an
+ * integer", "NAME must be LO..HI, got X", "NAME must be true or false",
+ * "NAME must be " + choices(). */
+enum guard_field_type {
+    GUARD_FIELD_INT,           /* JSON integer lo..hi, stored as long */
+    GUARD_FIELD_BOOL,          /* true/false, stored as int 0/1 */
+    GUARD_FIELD_CHOICE,        /* a string choice(s) maps to an int */
+};
+
+struct guard_field {
+    const char *name;          /* JSON key: "lock_ttl_ms" */
+    enum guard_field_type type;
+    size_t offset;             /* into the guard's options struct */
+    long long lo, hi;          /* INT bounds */
+    int (*choice)(const char *s, int *out);   /* CHOICE: 0 and *out, or -1 */
+    const char *(*choices)(void);             /* CHOICE: "a | b" for the 400 */
+};
+
+/* Storage for any guard's parsed options (a guard's opts_size fits). */
+#define GUARD_OPTS_MAX 64
+struct guard_opts {
+    union {
+        max_align_t align;
+        unsigned char bytes[GUARD_OPTS_MAX];
+    } u;
+};
+
 #define GUARD_FACTS_MAX 8
 #define GUARD_FACT_VALUES 64
 
@@ -57,6 +88,16 @@ struct guard {
     const struct cfg_opt *options;
     size_t noptions;
     void *options_conf;
+
+    /* Optional: the body fields this guard accepts beyond the sale's own,
+     * parsed by guard_parse_opts into a struct of its own (opts_size
+     * bytes, opts_default when the body sets none); a deduction reads them
+     * with guard_opts(). Any other field is a 400 that names the guard and
+     * lists what it accepts. */
+    const struct guard_field *fields;
+    size_t nfields;
+    size_t opts_size;
+    const void *opts_default;
 
     /* Optional: open what the guard needs, after options are parsed and
      * before any request. A backend that is down is NOT a failure here (it
@@ -117,6 +158,13 @@ struct guard {
     int (*queued)(const struct guard *self, const char *order_id);
 };
 
+/* This guard's options for req: what the body set, else its defaults
+ * (NULL for a guard without fields). */
+static inline const void *guard_opts(const struct guard *g, const struct deduct_req *req)
+{
+    return req->opts ? req->opts : g->opts_default;
+}
+
 /* For a lock guard's `locked`: after a wait for the lock, the request's
  * deadline may have passed; then answer deadline_exceeded and write
  * nothing. Returns 1 when it has. */
@@ -166,6 +214,17 @@ int guard_health(const char **up, size_t nup, size_t *nup_out, const char **back
                  char *err, size_t errlen);
 /* Every distinct export_metrics hook. */
 void guard_export_metrics(void);
+
+/* ---- request options (core/options.c) -------------------------------- */
+
+/* Check a deduct body (already valid JSON for req_parse_deduct) against
+ * g's fields: every key must be one of the sale's own (req_deduct_field)
+ * or one of g->fields, with a valid value. Returns 0 with *opts = store
+ * filled (defaults, then the body's values), or *opts = NULL when g has no
+ * fields; -1 with err (the 400 detail: the field's rule, or for a field g
+ * does not take, g's name and every field it accepts). */
+int guard_parse_opts(const struct guard *g, const char *body, size_t len,
+                     struct guard_opts *store, const void **opts, char *err, size_t errlen);
 
 /* ---- entry points (entry.c): what the service calls ------------------- */
 

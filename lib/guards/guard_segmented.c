@@ -11,6 +11,7 @@
 
 #include "base/metrics.h"
 #include "base/util.h"
+#include "guards/core/lock_fields.h"
 #include "guards/core/redis_reconcile.h"
 #include "guards/core/redis_shared.h"
 #include "stock/keys.h"
@@ -324,11 +325,20 @@ static int segmented_describe(const struct guard *self, const char *sku,
     return 0;
 }
 
+/* The segment locks are Redis locks: their lease and the seeds' mistakes
+ * (no fencing: a segment write is not a stock_rmw). */
+static const struct guard_field segmented_fields[] = {LOCK_FIELD_TTL, LOCK_FIELD_WATCHDOG,
+                                                      LOCK_FIELD_ACQUIRE, LOCK_FIELD_RELEASE};
+
 const struct guard guard_segmented = {
     .name = "segmented",
     .how = "stock split over K Redis segment keys, each with its own lock; walk until one has stock",
     .expect = "correct, higher throughput",
     .safe_across_instances = 1,
+    .fields = segmented_fields,
+    .nfields = sizeof(segmented_fields) / sizeof(segmented_fields[0]),
+    .opts_size = sizeof(struct lock_req_opts),
+    .opts_default = &lock_req_opts_default,
     .deduct = segmented_deduct,
     .seed = segmented_seed,
     .release = segmented_release,

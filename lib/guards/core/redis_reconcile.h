@@ -27,6 +27,8 @@
 #include "stock/keys.h"
 #include "stock/segments.h"
 
+#include <hiredis/hiredis.h>
+
 /* A SKU's bookkeeping keys for one guard. */
 struct rrec {
     const char *guard;         /* "redis-decr", "segmented": messages */

@@ -2,6 +2,7 @@
 #include "guards/core/redis_shared.h"
 
 #include "base/metrics.h"
+#include "guards/core/lock_fields.h"
 
 #include <pthread.h>
 #include <stddef.h>
@@ -114,11 +115,12 @@ int redis_shared_health(const char **backend, char *err, size_t errlen)
 void redis_shared_lock_opts(const struct deduct_env *env, const struct deduct_req *req,
                             struct rlock_opts *o)
 {
+    const struct lock_req_opts *lo = lock_opts_of(req);
     rlock_opts_default(o);
-    o->ttl_ms = req->lock_ttl_ms > 0 ? req->lock_ttl_ms : env->default_ttl_ms;
-    o->watchdog = req->watchdog;
-    o->acquire = req->acquire;
-    o->release = req->release;
+    o->ttl_ms = lock_opts_ttl(lo, env->default_ttl_ms);
+    o->watchdog = lo->watchdog;
+    o->acquire = (enum rlock_acquire)lo->acquire;
+    o->release = (enum rlock_release)lo->release;
     /* The seeds' mistakes live in the simple SET-NX lock; the safe default
      * is Redisson's reentrant hash lock. */
     o->kind = (o->acquire != RLOCK_ACQUIRE_SET_NX_PX || o->release != RLOCK_RELEASE_TOKEN_LUA)

@@ -46,7 +46,8 @@ void redis_shared_export_metrics(void);
 struct rlock_client *redis_shared_locks(void);
 struct rconn_pool *redis_shared_pool(void);
 
-/* The request's lock options (ttl, watchdog, acquire, release) as rlock
+/* The request's lock options (lock_fields.h: ttl, watchdog, acquire,
+ * release) as rlock
  * options: the safe reentrant lock unless a seeds' mistake is asked for. */
 void redis_shared_lock_opts(const struct deduct_env *env, const struct deduct_req *req,
                             struct rlock_opts *o);
