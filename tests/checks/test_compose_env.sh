@@ -59,7 +59,7 @@ def from_c(role):
     files = sorted(glob.glob(f"services/{role}/*config*.c")) or \
             sorted(glob.glob(f"services/{role}/*.c"))
     if role == "inventory":   # guards bring their own option rows
-        files += sorted(glob.glob("lib/guards/*.c"))
+        files += sorted(glob.glob("lib/guards/**/*.c", recursive=True))
     table = {}
     for f in files:
         text = open(f, errors="replace").read()
