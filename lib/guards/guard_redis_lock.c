@@ -12,6 +12,21 @@
 
 #include <stdio.h>
 
+/* The shared Redis server, received at init. */
+static struct redis_shared *redis;
+
+static int redis_lock_init(const struct guard *self, const struct guard_backends *b, char *err,
+                      size_t errlen)
+{
+    redis = b->redis;
+    return 0;
+}
+
+static void redis_lock_fini(const struct guard *self)
+{
+    redis = NULL;
+}
+
 /* The WAIT of replicas_ack: 100 ms, or less when the request has less. */
 #define REPLICAS_ACK_MAX_MS 100
 
@@ -50,7 +65,7 @@ static int redis_lock_locked(const struct guard *self, const struct deduct_env *
     }
     char key[KEYS_MAX];
     keys_lock(key, req->sku);
-    struct rlock *l = rlock_new(redis_shared_locks(), key, &o);
+    struct rlock *l = rlock_new(redis->locks, key, &o);
     if (!l) {
         res->outcome = DEDUCT_INTERNAL;
         snprintf(res->detail, sizeof(res->detail), "out of memory");
@@ -100,7 +115,7 @@ static int redis_lock_seed(const struct guard *self, const struct deduct_env *en
     char key[KEYS_MAX];
     keys_lock(key, sku);
     const char *argv[2] = {"DEL", key};
-    redisReply *r = rconn_cmd_argv(redis_shared_pool(), res->detail, sizeof(res->detail), 2,
+    redisReply *r = rconn_cmd_argv(redis->pool, res->detail, sizeof(res->detail), 2,
                                    argv);
     if (!r)
         return -1;
@@ -127,5 +142,7 @@ const struct guard guard_redis_lock = {
     .deduct = redis_lock_deduct,
     .locked = redis_lock_locked,
     .seed = redis_lock_seed,
-    REDIS_SHARED_GUARD_FIELDS,
+    .uses_redis = 1,
+    .init = redis_lock_init,
+    .fini = redis_lock_fini,
 };

@@ -31,12 +31,12 @@ static struct redlock *redlock;
 static struct redlock_stats stats;
 static char unusable[160];   /* why there is no redlock (a bad node list) */
 
-static int redlock_init(const struct guard *self, const char *instance, char *err,
+static int redlock_init(const struct guard *self, const struct guard_backends *b, char *err,
                         size_t errlen)
 {
     struct redlock_config cfg;
     redlock_config_default(&cfg);
-    cfg.instance = instance;
+    cfg.instance = b->instance;
     cfg.stats = &stats;
     /* A stack may run without Redlock masters: only this guard fails then,
      * per request, saying why. */

@@ -57,7 +57,8 @@ static atomic_ullong n_acquired, n_timeouts, n_unavailable, n_lost, n_recovered_
 
 #define ZK_PATH_MAX 320
 
-static int zk_init(const struct guard *self, const char *instance, char *err, size_t errlen)
+static int zk_init(const struct guard *self, const struct guard_backends *b, char *err,
+                   size_t errlen)
 {
     size_t n = strlen(conf.root);
     if (n < 2 || conf.root[0] != '/' || conf.root[n - 1] == '/' || strstr(conf.root, "//")) {
