@@ -132,8 +132,8 @@ struct guard {
     int (*deduct)(const struct guard *self, const struct deduct_env *env,
                   const struct deduct_req *req, struct deduct_res *res);
     /* Optional, the lock guards: run work(ctx, env, req, res) while holding
-     * this guard's lock for req->sku, taken with req's lock options
-     * (lock_wait_ms, lock_ttl_ms, watchdog, ...) within req->deadline.
+     * this guard's lock for req->sku, taken with req->lock_wait_ms and
+     * its own options (guard_opts: lease, watchdog, ...) within req->deadline.
      * Returns work's value; -1 without running work when the lock was not
      * obtained in time, or was obtained after the deadline (res filled:
      * lock_timeout, deadline_exceeded, backend_unavailable). Their deduct
