@@ -8,6 +8,7 @@
 
 #include "base/db.h"
 #include "base/util.h"
+#include "guards/core/lock_fields.h"
 #include "guards/core/redis_reconcile.h"
 #include "guards/core/redis_shared.h"
 #include "stock/keys.h"
@@ -70,9 +71,25 @@ struct intent {
     char zset[KEYS_MAX], hash[KEYS_MAX];
 };
 
+/* The shared Redis server, received at init. */
+static struct redis_shared *redis;
+
+static int decr_init(const struct guard *self, const struct guard_backends *b, char *err,
+                      size_t errlen)
+{
+    redis = b->redis;
+    return 0;
+}
+
+static void decr_fini(const struct guard *self)
+{
+    redis = NULL;
+}
+
 static void rrec_keys(struct rrec *k, const char *sku)
 {
     k->guard = "redis-decr";
+    k->redis = redis;
     keys_stock(k->state, sku);
     keys_stock_epoch(k->epoch, sku);
     keys_stock_reconcile(k->marker, sku);
@@ -88,6 +105,12 @@ static int fill_state(const char *sku, long long stock, int segments, struct rre
 }
 
 static atomic_ullong intent_seq;
+
+/* The request's replicas_ack (0 when the body has none). */
+static int acks_of(const struct deduct_req *req)
+{
+    return (int)lock_opts_of(req)->replicas_ack;
+}
 
 /* The WAIT of replicas_ack: REDIS_REPLICAS_ACK_MAX_MS, or what the
  * request's deadline leaves. */
@@ -118,7 +141,7 @@ static long long decrement(const struct rrec *k, const struct intent *in,
     snprintf(ms, sizeof(ms), "%ld", write_ms);
     const char *argv[8] = {k->state, k->epoch, in->zset, in->hash, n, in->nonce, req->order_id,
                            ms};
-    redisReply *r = redis_shared_eval_acked(&decr_script, 4, 8, argv, req->replicas_ack,
+    redisReply *r = redis_shared_eval_acked(redis, &decr_script, 4, 8, argv, acks_of(req),
                                             ack_wait_ms(req), acked, res->detail,
                                             sizeof(res->detail));
     stale[0] = '\0';
@@ -154,7 +177,7 @@ static void intent_clear(const struct intent *in)
 {
     char err[128];
     const char *argv[3] = {in->zset, in->hash, in->nonce};
-    redisReply *r = rconn_eval(redis_shared_pool(), err, sizeof(err), &clear_script, 2, 3, argv);
+    redisReply *r = rconn_eval(redis->pool, err, sizeof(err), &clear_script, 2, 3, argv);
     freeReplyObject(r);
 }
 
@@ -166,7 +189,7 @@ static void give_back(const struct rrec *k, const struct intent *in, const char 
     char err[128], n[24];
     snprintf(n, sizeof(n), "%ld", qty);
     const char *argv[7] = {k->state, k->epoch, in->zset, in->hash, in->nonce, epoch, n};
-    redisReply *r = rconn_eval(redis_shared_pool(), err, sizeof(err), &give_clear_script, 4, 7,
+    redisReply *r = rconn_eval(redis->pool, err, sizeof(err), &give_clear_script, 4, 7,
                                argv);
     if (!r)
         /* the units stay taken in Redis until the intent is settled as
@@ -190,7 +213,7 @@ static void settle_stale(const struct rrec *k, const struct deduct_env *env, con
     keys_stock_intent(in.hash, sku);
     snprintf(in.nonce, sizeof(in.nonce), "%s", nonce);
     const char *argv[3] = {"HGET", in.hash, nonce};
-    redisReply *r = rconn_cmd_argv(redis_shared_pool(), err, sizeof(err), 3, argv);
+    redisReply *r = rconn_cmd_argv(redis->pool, err, sizeof(err), 3, argv);
     char order[STOCK_ID_MAX + 1] = "", epoch[RREC_EPOCH_MAX] = "";
     long qty = 0;
     int have = 0;
@@ -263,14 +286,14 @@ static int redis_decr_deduct(const struct guard *self, const struct deduct_env *
     }
     /* replicas_ack: a failover to a replica without this decrement would
      * sell the unit again; so fewer replicas than asked undo the sale. */
-    if (req->replicas_ack > 0 && acked < req->replicas_ack) {
+    if (acks_of(req) > 0 && acked < acks_of(req)) {
         char why[160];
         snprintf(why, sizeof(why), "%s", res->detail);
         give_back(&k, &in, epoch, req->qty, req->sku);
         res->outcome = DEDUCT_UNAVAILABLE;
         snprintf(res->detail, sizeof(res->detail),
                  "replicas_ack: the sale reached %lld of %d replica(s) within %ld ms; undone, "
-                 "nothing sold%s%.40s", acked > 0 ? acked : 0, req->replicas_ack,
+                 "nothing sold%s%.40s", acked > 0 ? acked : 0, acks_of(req),
                  ack_wait_ms(req), acked < 0 ? ": " : "", acked < 0 ? why : "");
         return 0;
     }
@@ -353,7 +376,7 @@ static int redis_decr_describe(const struct guard *self, const char *sku,
         return 0;
     }
     const char *argv[2] = {"GET", k.state};
-    redisReply *r = rconn_cmd_argv(redis_shared_pool(), err, sizeof(err), 2, argv);
+    redisReply *r = rconn_cmd_argv(redis->pool, err, sizeof(err), 2, argv);
     if (!r)
         return -1;
     if (r->type == REDIS_REPLY_STRING) {
@@ -389,7 +412,7 @@ static int redis_decr_side(const struct guard *self, const char *sku, struct gua
     keys_stock_intents(zset, sku);
     keys_stock_intent(hash, sku);
     const char *argv[3] = {key, zset, hash};
-    redisReply *r = rconn_eval(redis_shared_pool(), err, sizeof(err), &side_script, 3, 3, argv);
+    redisReply *r = rconn_eval(redis->pool, err, sizeof(err), &side_script, 3, 3, argv);
     if (!r)
         return -1;
     int ok = r->type == REDIS_REPLY_ARRAY && r->elements == 3;
@@ -404,6 +427,10 @@ static int redis_decr_side(const struct guard *self, const char *sku, struct gua
     return ok ? 0 : -1;
 }
 
+/* replicas_ack (lock_fields.h's row; the other lock options mean nothing
+ * here: no lock is taken). */
+static const struct guard_field decr_fields[] = {LOCK_FIELD_REPLICAS_ACK};
+
 const struct guard guard_redis_decr = {
     .name = "redis-decr",
     .how = "one Lua script checks and decrements stock in Redis; MySQL updated after",
@@ -414,5 +441,11 @@ const struct guard guard_redis_decr = {
     .release = redis_decr_release,
     .describe = redis_decr_describe,
     .side = redis_decr_side,
-    REDIS_SHARED_GUARD_FIELDS,
+    .fields = decr_fields,
+    .nfields = sizeof(decr_fields) / sizeof(decr_fields[0]),
+    .opts_size = sizeof(struct lock_req_opts),
+    .opts_default = &lock_req_opts_default,
+    .uses_redis = 1,
+    .init = decr_init,
+    .fini = decr_fini,
 };

@@ -9,6 +9,7 @@
 #include "guard.h"
 
 #include "base/db.h"
+#include "guards/core/lock_fields.h"
 #include "guards/core/redis_reconcile.h"
 #include "guards/core/redis_shared.h"
 #include "stock/keys.h"
@@ -137,9 +138,14 @@ static struct rconn_script seed_script = RCONN_SCRIPT(
     "redis.call('DEL', KEYS[3]) "
     "return 0");
 
+/* The shared Redis and the MySQL settings, received at init. */
+static struct redis_shared *redis;
+static const struct db_conf *db_conf;
+
 static void rrec_keys(struct rrec *k, const char *sku)
 {
     k->guard = GUARD_NAME;
+    k->redis = redis;
     keys_sstock(k->state, sku);
     keys_sstock_epoch(k->epoch, sku);
     keys_sstock_reconcile(k->marker, sku);
@@ -200,6 +206,12 @@ static int sale_reply(const redisReply *r, const struct deduct_req *req, struct 
     return 0;
 }
 
+/* The request's replicas_ack (0 when the body has none). */
+static int acks_of(const struct deduct_req *req)
+{
+    return (int)lock_opts_of(req)->replicas_ack;
+}
+
 /* The WAIT of replicas_ack: REDIS_REPLICAS_ACK_MAX_MS, or what the
  * request's deadline leaves. */
 static long ack_wait_ms(const struct deduct_req *req)
@@ -214,7 +226,7 @@ static void confirm_sale(const char *id)
 {
     char err[128];
     const char *argv[3] = {"ZREM", KEYS_SALES_UNACKED, id};
-    redisReply *r = rconn_cmd_argv(redis_shared_pool(), err, sizeof(err), 3, argv);
+    redisReply *r = rconn_cmd_argv(redis->pool, err, sizeof(err), 3, argv);
     freeReplyObject(r);
 }
 
@@ -230,7 +242,7 @@ static int undo_sale(const struct deduct_req *req, const char *id, long long ack
     const char *argv[11] = {stock, order, KEYS_SALES_STREAM, KEYS_SALES_PENDING,
                             KEYS_SALES_PENDING_UNITS, KEYS_SALES_UNACKED, KEYS_SALES_CANCELLED,
                             id, req->sku, qty, KEYS_SALES_GROUP};
-    redisReply *r = rconn_eval(redis_shared_pool(), err, sizeof(err), &undo_script, 7, 11,
+    redisReply *r = rconn_eval(redis->pool, err, sizeof(err), &undo_script, 7, 11,
                                argv);
     int undone = r && r->type == REDIS_REPLY_INTEGER && r->integer == 1;
     freeReplyObject(r);
@@ -239,7 +251,7 @@ static int undo_sale(const struct deduct_req *req, const char *id, long long ack
     res->outcome = DEDUCT_UNAVAILABLE;
     snprintf(res->detail, sizeof(res->detail),
              "replicas_ack: the sale reached %lld of %d replica(s) within %ld ms; undone, "
-             "nothing sold", acked > 0 ? acked : 0, req->replicas_ack, ack_wait_ms(req));
+             "nothing sold", acked > 0 ? acked : 0, acks_of(req), ack_wait_ms(req));
     return 1;
 }
 
@@ -257,12 +269,12 @@ static int sell(const struct deduct_env *env, const struct deduct_req *req,
     /* The entry waits for our verdict at most the WAIT plus a margin for
      * the round trips around it; past that, flushers write it. */
     snprintf(hold, sizeof(hold), "%ld",
-             req->replicas_ack > 0 ? ack_wait_ms(req) + REPLICAS_ACK_MARGIN_MS : 0L);
+             acks_of(req) > 0 ? ack_wait_ms(req) + REPLICAS_ACK_MARGIN_MS : 0L);
     const char *argv[13] = {stock, epoch, order, KEYS_SALES_STREAM, KEYS_SALES_PENDING,
                             KEYS_SALES_PENDING_UNITS, KEYS_SALES_UNACKED, req->sku,
                             req->order_id, qty, env->instance, ttl, hold};
     long long acked = 0;
-    redisReply *r = redis_shared_eval_acked(&sale_script, 7, 13, argv, req->replicas_ack,
+    redisReply *r = redis_shared_eval_acked(redis, &sale_script, 7, 13, argv, acks_of(req),
                                             ack_wait_ms(req), &acked, res->detail,
                                             sizeof(res->detail));
     if (!r) {
@@ -272,9 +284,9 @@ static int sell(const struct deduct_env *env, const struct deduct_req *req,
     int lost = sale_reply(r, req, res);
     /* replicas_ack: a failover to a replica without this sale would lose
      * it (and sell its unit again); fewer replicas than asked undo it. */
-    if (res->outcome == DEDUCT_SOLD && req->replicas_ack > 0 &&
+    if (res->outcome == DEDUCT_SOLD && acks_of(req) > 0 &&
         r->elements >= 2 && r->element[1]->type == REDIS_REPLY_STRING) {
-        if (acked < req->replicas_ack)
+        if (acked < acks_of(req))
             undo_sale(req, r->element[1]->str, acked, res);
         else
             confirm_sale(r->element[1]->str);
@@ -293,7 +305,7 @@ static int stream_deduct(const struct guard *self, const struct deduct_env *env,
     struct rrec k;
     rrec_keys(&k, req->sku);
     struct deduct_env e = *env;
-    e.db = guard_db() ? db_thread_conn(guard_db()) : NULL;
+    e.db = db_conf ? db_thread_conn(db_conf) : NULL;
     if (!e.db) {
         res->outcome = DEDUCT_UNAVAILABLE;
         snprintf(res->detail, sizeof(res->detail), "no MySQL settings to reconcile with");
@@ -319,7 +331,7 @@ static int stream_seed(const struct guard *self, const struct deduct_env *env, c
     snprintf(val, sizeof(val), "%lld", stock);
     snprintf(token, sizeof(token), "%08lx", (unsigned long)random());
     const char *argv[7] = {k.state, k.epoch, k.marker, KEYS_SALES_PENDING, sku, val, token};
-    redisReply *r = rconn_eval(redis_shared_pool(), res->detail, sizeof(res->detail),
+    redisReply *r = rconn_eval(redis->pool, res->detail, sizeof(res->detail),
                                &seed_script, 4, 7, argv);
     if (!r)
         return -1;
@@ -348,7 +360,7 @@ static int stream_release(const struct guard *self, const struct deduct_env *env
 static long long hash_num(const char *hash, const char *field, char *err, size_t errlen)
 {
     const char *argv[3] = {"HGET", hash, field};
-    redisReply *r = rconn_cmd_argv(redis_shared_pool(), err, errlen, 3, argv);
+    redisReply *r = rconn_cmd_argv(redis->pool, err, errlen, 3, argv);
     if (!r)
         return -1;
     long long v = r->type == REDIS_REPLY_STRING ? atoll(r->str) : 0;
@@ -387,7 +399,7 @@ static int stream_queued(const struct guard *self, const char *order_id)
     char key[KEYS_MAX], err[128];
     keys_sorder(key, order_id);
     const char *argv[2] = {key, KEYS_SALES_PENDING};
-    redisReply *r = rconn_eval(redis_shared_pool(), err, sizeof(err), &queued_script, 2, 2,
+    redisReply *r = rconn_eval(redis->pool, err, sizeof(err), &queued_script, 2, 2,
                                argv);
     if (!r)
         return -1;
@@ -419,7 +431,7 @@ static int stream_side(const struct guard *self, const char *sku, struct guard_s
     keys_sstock(stock, sku);
     const char *argv[6] = {stock, KEYS_SALES_PENDING, KEYS_SALES_PENDING_UNITS,
                            KEYS_SALES_FLUSHING, KEYS_SALES_FLUSH_SEQ, sku};
-    redisReply *r = rconn_eval(redis_shared_pool(), err, sizeof(err), &side_script, 5, 6, argv);
+    redisReply *r = rconn_eval(redis->pool, err, sizeof(err), &side_script, 5, 6, argv);
     if (!r)
         return -1;
     int ok = r->type == REDIS_REPLY_ARRAY && r->elements == 6;
@@ -466,10 +478,10 @@ static int stream_freeze(const struct guard *self, int on)
                  (unsigned long)random());
         snprintf(ms, sizeof(ms), "%d", SFLUSH_AUDIT_HOLD_MS);
         const char *argv[4] = {KEYS_SALES_FLUSHING, KEYS_SALES_AUDIT_HOLD, hold_token, ms};
-        r = rconn_eval(redis_shared_pool(), err, sizeof(err), &hold_script, 2, 4, argv);
+        r = rconn_eval(redis->pool, err, sizeof(err), &hold_script, 2, 4, argv);
     } else {
         const char *argv[2] = {KEYS_SALES_AUDIT_HOLD, hold_token};
-        r = rconn_eval(redis_shared_pool(), err, sizeof(err), &unhold_script, 1, 2, argv);
+        r = rconn_eval(redis->pool, err, sizeof(err), &unhold_script, 1, 2, argv);
     }
     if (!r)
         return -1;
@@ -495,7 +507,7 @@ static void add_fact(struct guard_facts *out, const char *name, long long v)
 static long long oldest_age_ms(char *err, size_t errlen)
 {
     const char *argv[6] = {"XRANGE", KEYS_SALES_STREAM, "-", "+", "COUNT", "1"};
-    redisReply *r = rconn_cmd_argv(redis_shared_pool(), err, errlen, 6, argv);
+    redisReply *r = rconn_cmd_argv(redis->pool, err, errlen, 6, argv);
     if (!r)
         return -1;
     long long age = 0;
@@ -526,7 +538,7 @@ static int stream_describe(const struct guard *self, const char *sku, struct gua
         add_fact(out, "stream_stock_reconciling_ms", left);
     } else {
         const char *argv[2] = {"GET", k.state};
-        redisReply *r = rconn_cmd_argv(redis_shared_pool(), err, sizeof(err), 2, argv);
+        redisReply *r = rconn_cmd_argv(redis->pool, err, sizeof(err), 2, argv);
         if (!r)
             return -1;
         if (r->type == REDIS_REPLY_STRING)
@@ -544,31 +556,26 @@ static int stream_describe(const struct guard *self, const char *sku, struct gua
     return 0;
 }
 
-static int stream_init(const struct guard *self, const char *instance, char *err,
+static int stream_init(const struct guard *self, const struct guard_backends *b, char *err,
                        size_t errlen)
 {
-    if (redis_shared_init(self, instance, err, errlen) != 0)
-        return -1;
-    if (sflush_start(&conf, guard_db(), redis_shared_conf.host, (int)redis_shared_conf.port,
-                     instance, err, errlen) != 0) {
-        redis_shared_fini(self);
+    redis = b->redis;
+    db_conf = b->db;
+    if (sflush_start(&conf, db_conf, redis->endpoint, b->instance, err, errlen) != 0) {
+        redis = NULL;
         return -1;
     }
     return 0;
 }
 
-/* The shared Redis, checked under this guard's own hook: its setup (the
- * flusher) differs from the other Redis guards'. */
-static int stream_health(const char **backend, char *err, size_t errlen)
-{
-    return redis_shared_health(backend, err, errlen);
-}
-
 static void stream_fini(const struct guard *self)
 {
     sflush_stop();
-    redis_shared_fini(self);
+    redis = NULL;
 }
+
+/* replicas_ack (lock_fields.h's row; no lock is taken). */
+static const struct guard_field stream_fields[] = {LOCK_FIELD_REPLICAS_ACK};
 
 const struct guard guard_redis_stream = {
     .name = GUARD_NAME,
@@ -585,11 +592,15 @@ const struct guard guard_redis_stream = {
     .options_conf = &conf,
     .init = stream_init,
     .fini = stream_fini,
-    .health = stream_health,
+    .uses_redis = 1,
     .export_metrics = sflush_export_metrics,
     .no_mysql_deduct = 1,
     .pending = stream_pending,
     .queued = stream_queued,
     .side = stream_side,
     .freeze = stream_freeze,
+    .fields = stream_fields,
+    .nfields = sizeof(stream_fields) / sizeof(stream_fields[0]),
+    .opts_size = sizeof(struct lock_req_opts),
+    .opts_default = &lock_req_opts_default,
 };

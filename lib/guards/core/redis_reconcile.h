@@ -27,6 +27,8 @@
 #include "stock/keys.h"
 #include "stock/segments.h"
 
+#include <hiredis/hiredis.h>
+
 /* Lua: lab_gen(), the data set's generation, and in_gen(epoch). A Redis
  * promoted from a replica holds what had reached it, possibly behind the
  * old master (sales answered and flushed to MySQL missing, their units
@@ -55,7 +57,10 @@
     "end "
 
 /* A SKU's bookkeeping keys for one guard. */
+struct redis_shared;
+
 struct rrec {
+    struct redis_shared *redis;   /* the guard's Redis (received at init) */
     const char *guard;         /* "redis-decr", "segmented": messages */
     char state[KEYS_MAX];      /* present = Redis holds the SKU's stock */
     char epoch[KEYS_MAX];
