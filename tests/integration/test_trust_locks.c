@@ -7,7 +7,9 @@
  *   - a zookeeper holder stopped (SIGSTOP) past its session and resumed
  *     once its hold is over: it must not trust the session state its
  *     client cached before the stop;
- *   - the SKUs "." and ".." sell under zookeeper. */
+ *   - the SKUs "." and ".." sell under zookeeper;
+ *   - segmented: a release into a segment while its holder writes keeps
+ *     the returned unit in Redis as in MySQL. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -299,6 +301,96 @@ static void test_zookeeper_dot_skus(void **state)
     }
 }
 
+/* A Redis key as a number (0 when absent), -1 when Redis cannot be asked. */
+static long long redis_number(const char *key)
+{
+    struct timeval tv = {1, 0};
+    redisContext *c = redisConnectWithTimeout("127.0.0.1", (int)it.redis_port, tv);
+    long long v = -1;
+    if (c && !c->err) {
+        redisReply *r = redisCommand(c, "GET %s", key);
+        if (r && r->type == REDIS_REPLY_STRING)
+            v = atoll(r->str);
+        else if (r && r->type == REDIS_REPLY_NIL)
+            v = 0;
+        if (r)
+            freeReplyObject(r);
+    }
+    redisFree(c);
+    return v;
+}
+
+static int seg_lock_held(const char *sku)
+{
+    struct timeval tv = {1, 0};
+    redisContext *c = redisConnectWithTimeout("127.0.0.1", (int)it.redis_port, tv);
+    int held = 0;
+    for (int i = 0; i < 250 && !held && c && !c->err; i++) {
+        redisReply *r = redisCommand(c, "EXISTS lock:seg:{%s}:0", sku);
+        held = r && r->type == REDIS_REPLY_INTEGER && r->integer == 1;
+        if (r)
+            freeReplyObject(r);
+        if (!held)
+            sleep_ms(20);
+    }
+    redisFree(c);
+    return held;
+}
+
+/* Item 4. One segment, stock 10; order 1 sold (9 left). A sale on
+ * instance 1 locks segment 0, reads 9 and holds; meanwhile order 1 is
+ * released on instance 0 (MySQL 10, segment 0 + 1). The holder's write
+ * must not wipe the returned unit out: Redis and MySQL agree afterwards
+ * (9 each) and all 10 units sell. */
+static void test_segmented_release_during_hold_keeps_the_unit(void **state)
+{
+    const char *sku = "TL-seg-rel";
+    char url[256];
+    snprintf(url, sizeof(url), "%s/inventory/%s", it.inventory[0], sku);
+    assert_int_equal(it_status("PUT", url, "{\"stock\":10,\"segments\":1}"), 200);
+    struct sale first, holder;
+    aim(&first, it.inventory[0], "{\"sku\":\"%s\",\"guard\":\"segmented\","
+        "\"order_id\":\"%s-1\"}", sku, sku);
+    sale_main(&first);
+    assert_int_equal(first.status, 200);
+    aim(&holder, it.inventory[1], "{\"sku\":\"%s\",\"guard\":\"segmented\",\"hold_ms\":1500,"
+        "\"lock_wait_ms\":5000,\"order_id\":\"%s-holder\"}", sku, sku);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, sale_main, &holder), 0);
+    int held = seg_lock_held(sku);
+    sleep_ms(300);             /* the holder has read 9 */
+    char rel[256], body[128];
+    snprintf(rel, sizeof(rel), "%s/inventory/release", it.inventory[0]);
+    snprintf(body, sizeof(body), "{\"order_id\":\"%s-1\"}", sku);
+    long st = it_status("POST", rel, body);
+    pthread_join(t, NULL);
+    char key[128], q[256];
+    snprintf(key, sizeof(key), "seg:{%s}:0", sku);
+    snprintf(q, sizeof(q), "SELECT stock FROM db_shopping.inventory WHERE sku='%s'", sku);
+    long long redis = redis_number(key), mysql = it_sql_value(q);
+    int sold = holder.status == 200;
+    for (int i = 0; i < 12; i++) {
+        struct sale s;
+        aim(&s, it.inventory[i % 2], "{\"sku\":\"%s\",\"guard\":\"segmented\","
+            "\"order_id\":\"%s-more-%d\"}", sku, sku, i);
+        sale_main(&s);
+        sold += s.status == 200;
+    }
+    struct it_audit a;
+    assert_int_equal(it_audit(sku, &a), 0);
+    print_message("release %ld during the hold; holder %ld; then segment 0 = %lld, MySQL "
+                  "stock %lld; %d sold in all | audit stock %lld sold %lld consistent %d\n",
+                  st, holder.status, redis, mysql, sold, a.stock, a.sold, a.consistent);
+    assert_true(held);
+    assert_int_equal(st, 200);
+    assert_int_equal(holder.status, 200);
+    assert_int_equal(redis, mysql);        /* the returned unit is in both */
+    assert_int_equal(mysql, 9);
+    assert_int_equal(a.sold, 10);          /* and it sells: nothing stranded */
+    assert_int_equal(a.stock, 0);
+    assert_true(a.consistent);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -307,6 +399,7 @@ int main(void)
         cmocka_unit_test(test_reseed_during_zookeeper_hold),
         cmocka_unit_test(test_zookeeper_resumed_after_hold_does_not_write),
         cmocka_unit_test(test_zookeeper_dot_skus),
+        cmocka_unit_test(test_segmented_release_during_hold_keeps_the_unit),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
