@@ -155,15 +155,16 @@ static void aim(struct sale *s, const char *base, const char *fmt, ...)
  * more sales. Whatever the reseed answers, the audit must be exact: a 200
  * reseed means the new stock (2) is what is sold from, and the reseed must
  * not have freed the holder's lock. */
-static void reseed_during_hold(const char *guard)
+static void reseed_during_hold(const char *guard, int fencing)
 {
     char sku[64];
-    snprintf(sku, sizeof(sku), "TL-reseed-%s", guard);
+    const char *fence = fencing ? ",\"fencing\":true" : "";
+    snprintf(sku, sizeof(sku), "TL-reseed-%s%s", guard, fencing ? "-f" : "");
     assert_int_equal(it_seed(sku, 10), 200);
     struct sale holder;
     aim(&holder, it.inventory[1],
-        "{\"sku\":\"%s\",\"guard\":\"%s\",\"hold_ms\":2000,\"lock_wait_ms\":5000,"
-        "\"order_id\":\"%s-holder\"}", sku, guard, sku);
+        "{\"sku\":\"%s\",\"guard\":\"%s\",\"hold_ms\":2000,\"lock_wait_ms\":5000%s,"
+        "\"order_id\":\"%s-holder\"}", sku, guard, fence, sku);
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, sale_main, &holder), 0);
     int held = wait_held(guard, sku);
@@ -174,8 +175,8 @@ static void reseed_during_hold(const char *guard)
     int ok = holder.status == 200;
     for (int i = 0; i < 12; i++) {
         struct sale s;
-        aim(&s, it.inventory[i % 2], "{\"sku\":\"%s\",\"guard\":\"%s\",\"lock_wait_ms\":5000,"
-            "\"order_id\":\"%s-%d\"}", sku, guard, sku, i);
+        aim(&s, it.inventory[i % 2], "{\"sku\":\"%s\",\"guard\":\"%s\",\"lock_wait_ms\":5000%s,"
+            "\"order_id\":\"%s-%d\"}", sku, guard, fence, sku, i);
         sale_main(&s);
         ok += s.status == 200;
     }
@@ -190,6 +191,9 @@ static void reseed_during_hold(const char *guard)
     assert_true(put == 200 || put == 409 || put == 503);
     if (put == 200) {
         assert_true(held_after);           /* the reseed left the holder's lock alone */
+        /* The held sale read the old stock: refused, and saying why. */
+        assert_int_equal(holder.status, 503);
+        assert_non_null(strstr(holder.answer, "reseeded"));
         assert_int_equal(a.initial, 2);
     } else {
         assert_int_equal(a.initial, 10);
@@ -201,9 +205,15 @@ static void reseed_during_hold(const char *guard)
     assert_int_equal(a.sold, a.initial);   /* and the stock sold out exactly */
 }
 
-static void test_reseed_during_redis_lock_hold(void **state) { reseed_during_hold("redis-lock"); }
-static void test_reseed_during_lock_table_hold(void **state) { reseed_during_hold("lock-table"); }
-static void test_reseed_during_zookeeper_hold(void **state) { reseed_during_hold("zookeeper"); }
+static void test_reseed_during_redis_lock_hold(void **state) { reseed_during_hold("redis-lock", 0); }
+static void test_reseed_during_lock_table_hold(void **state) { reseed_during_hold("lock-table", 0); }
+static void test_reseed_during_zookeeper_hold(void **state) { reseed_during_hold("zookeeper", 0); }
+/* Fenced, the reseed puts the row's fence back to 0: the holder's write is
+ * refused by it, and must say "reseeded", not "fenced". */
+static void test_reseed_during_fenced_hold(void **state)
+{
+    reseed_during_hold("lock-table", 1);
+}
 
 /* Item 3. A zookeeper holder on its own instance (1 s session) reads
  * stock 1 and sits in a 1.5 s hold; stopped 300 ms into it, its session
@@ -397,6 +407,7 @@ int main(void)
         cmocka_unit_test(test_reseed_during_redis_lock_hold),
         cmocka_unit_test(test_reseed_during_lock_table_hold),
         cmocka_unit_test(test_reseed_during_zookeeper_hold),
+        cmocka_unit_test(test_reseed_during_fenced_hold),
         cmocka_unit_test(test_zookeeper_resumed_after_hold_does_not_write),
         cmocka_unit_test(test_zookeeper_dot_skus),
         cmocka_unit_test(test_segmented_release_during_hold_keeps_the_unit),
