@@ -168,7 +168,7 @@ static void reseed_during_hold(const char *guard, int fencing)
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, sale_main, &holder), 0);
     int held = wait_held(guard, sku);
-    sleep_ms(300);             /* the holder has read 10 and sits in hold_ms */
+    sleep_ms(500);             /* the holder has read 10 and sits in hold_ms */
     long put = it_seed(sku, 2);
     int held_after = lock_held(guard, sku);
     pthread_join(t, NULL);
@@ -216,7 +216,7 @@ static void test_reseed_during_fenced_hold(void **state)
 }
 
 /* Item 3. A zookeeper holder on its own instance (1 s session) reads
- * stock 1 and sits in a 1.5 s hold; stopped 300 ms into it, its session
+ * stock 1 and sits in a 2 s hold; stopped 500 ms into it, its session
  * expires, a buyer on instance 1 takes the lock and sells the unit. The
  * holder is resumed only after its hold is over, so the first thing it
  * does is the check before the write, with the session state its client
@@ -233,18 +233,18 @@ static void test_zookeeper_resumed_after_hold_does_not_write(void **state)
     char base[128];
     snprintf(base, sizeof(base), "http://127.0.0.1:%ld", port);
     struct sale holder, buyer;
-    aim(&holder, base, "{\"sku\":\"%s\",\"guard\":\"zookeeper\",\"hold_ms\":1500,"
+    aim(&holder, base, "{\"sku\":\"%s\",\"guard\":\"zookeeper\",\"hold_ms\":2000,"
         "\"order_id\":\"%s-holder\"}", sku, sku);
     aim(&buyer, it.inventory[1], "{\"sku\":\"%s\",\"guard\":\"zookeeper\","
         "\"lock_wait_ms\":8000,\"order_id\":\"%s-buyer\"}", sku, sku);
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, sale_main, &holder), 0);
     int held = wait_held("zookeeper", sku);
-    sleep_ms(300);
+    sleep_ms(500);             /* past the lock wait and the read, into hold_ms */
     double stopped = now_s();
     kill(pid, SIGSTOP);
     sale_main(&buyer);
-    double left = 2.5 - (now_s() - stopped);   /* well past the holder's hold */
+    double left = 3.0 - (now_s() - stopped);   /* well past the holder's hold */
     if (left > 0)
         sleep_ms((long)(left * 1000));
     kill(pid, SIGCONT);
@@ -363,12 +363,12 @@ static void test_segmented_release_during_hold_keeps_the_unit(void **state)
         "\"order_id\":\"%s-1\"}", sku, sku);
     sale_main(&first);
     assert_int_equal(first.status, 200);
-    aim(&holder, it.inventory[1], "{\"sku\":\"%s\",\"guard\":\"segmented\",\"hold_ms\":1500,"
+    aim(&holder, it.inventory[1], "{\"sku\":\"%s\",\"guard\":\"segmented\",\"hold_ms\":2000,"
         "\"lock_wait_ms\":5000,\"order_id\":\"%s-holder\"}", sku, sku);
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, sale_main, &holder), 0);
     int held = seg_lock_held(sku);
-    sleep_ms(300);             /* the holder has read 9 */
+    sleep_ms(500);             /* the holder has read 9 */
     char rel[256], body[128];
     snprintf(rel, sizeof(rel), "%s/inventory/release", it.inventory[0]);
     snprintf(body, sizeof(body), "{\"order_id\":\"%s-1\"}", sku);
