@@ -7,7 +7,7 @@
 #include "guard.h"
 
 #include "base/util.h"
-#include "redis_shared.h"
+#include "guards/core/redis_shared.h"
 #include "stock/keys.h"
 #include "stock/txn.h"
 

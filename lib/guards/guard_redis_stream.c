@@ -9,10 +9,10 @@
 #include "guard.h"
 
 #include "base/db.h"
-#include "redis_reconcile.h"
-#include "redis_shared.h"
+#include "guards/core/redis_reconcile.h"
+#include "guards/core/redis_shared.h"
 #include "stock/keys.h"
-#include "stream_flusher.h"
+#include "guards/core/stream_flusher.h"
 
 #include <stddef.h>
 #include <stdio.h>

@@ -7,7 +7,7 @@
 #include "guard.h"
 
 #include "base/metrics.h"
-#include "base/redlock.h"
+#include "locks/redlock.h"
 #include "base/util.h"
 #include "stock/keys.h"
 #include "stock/txn.h"

@@ -11,8 +11,8 @@
 
 #include "base/metrics.h"
 #include "base/util.h"
-#include "redis_reconcile.h"
-#include "redis_shared.h"
+#include "guards/core/redis_reconcile.h"
+#include "guards/core/redis_shared.h"
 #include "stock/keys.h"
 #include "stock/segments.h"
 #include "stock/txn.h"

@@ -14,7 +14,7 @@
 
 #include "base/metrics.h"
 #include "base/util.h"
-#include "base/zk.h"
+#include "locks/zk.h"
 #include "stock/txn.h"
 
 #include <inttypes.h>

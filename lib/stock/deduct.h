@@ -5,7 +5,7 @@
 #ifndef LAB_DEDUCT_H
 #define LAB_DEDUCT_H
 
-#include "base/rlock.h"
+#include "locks/rlock.h"
 #include "base/util.h"
 
 #include <stddef.h>

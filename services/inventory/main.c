@@ -36,12 +36,14 @@ int main(int argc, char **argv)
     metrics_describe("lab_retries_total", "counter", "optimistic misses and deadlock retries");
     metrics_describe("lab_lock_wait_seconds", "histogram", "time spent acquiring a guard");
 
+    inv_routes_init(&conf);
     char banner[512];
     snprintf(banner, sizeof(banner), "%s listening on %s:%ld, guard %s, mysql %s:%ld/%s",
              conf.instance, conf.bind, conf.port, conf.guard, conf.db.host, conf.db.port,
              conf.db.dbname);
-    /* GET /guards reads only the static guard table: no hand-off. */
-    static const char *const inline_paths[] = {"/guards", NULL};
+    /* GET /guards reads only the static guard table, /livez nothing: no
+     * hand-off. */
+    static const char *const inline_paths[] = {"/guards", "/livez", NULL};
     rc = service_run("inventory", conf.bind, conf.port, conf.threads, inline_paths, inv_handle,
                      &conf, banner);
     guard_fini_all();

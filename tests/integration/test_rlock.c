@@ -25,9 +25,9 @@
 
 #include <hiredis/hiredis.h>
 
-#include "base/rconn.h"
-#include "base/redlock.h"
-#include "base/rlock.h"
+#include "locks/rconn.h"
+#include "locks/redlock.h"
+#include "locks/rlock.h"
 #include "base/util.h"
 
 static int redis_port;

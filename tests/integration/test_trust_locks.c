@@ -17,7 +17,7 @@
 
 #include "itest.h"
 
-#include "base/zk.h"
+#include "locks/zk.h"
 
 #include <hiredis/hiredis.h>
 

@@ -9,7 +9,7 @@
 
 #include <string.h>
 
-#include "base/rconn.h"
+#include "locks/rconn.h"
 
 static void test_parse_list(void **state)
 {

@@ -13,9 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/rconn.h"
-#include "base/redlock.h"
-#include "base/rlock.h"
+#include "locks/rconn.h"
+#include "locks/redlock.h"
+#include "locks/rlock.h"
 #include "base/util.h"
 #include "stock/segments.h"
 

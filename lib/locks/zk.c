@@ -2,7 +2,7 @@
  * predecessor watches, and the mutex recipe's naming logic (see zk.h). */
 #include "zk.h"
 
-#include "util.h"
+#include "base/util.h"
 
 #include <errno.h>
 #include <pthread.h>

@@ -1,5 +1,5 @@
 /* The Redis handles the Redis guards share (see redis_shared.h). */
-#include "redis_shared.h"
+#include "guards/core/redis_shared.h"
 
 #include "base/metrics.h"
 

@@ -1,9 +1,9 @@
 /* The redis-stream flusher thread (see stream_flusher.h). */
-#include "stream_flusher.h"
+#include "guards/core/stream_flusher.h"
 
 #include "base/db.h"
 #include "base/metrics.h"
-#include "base/rconn.h"
+#include "locks/rconn.h"
 #include "base/util.h"
 #include "stock/keys.h"
 #include "stock/store.h"

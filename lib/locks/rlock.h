@@ -55,7 +55,7 @@
 
 #include <hiredis/hiredis.h>
 
-#include "util.h"
+#include "base/util.h"
 
 /* Status codes returned by every call (and kept for rlock_err). */
 #define RLOCK_OK        0

@@ -23,7 +23,7 @@
 #ifndef LAB_REDIS_RECONCILE_H
 #define LAB_REDIS_RECONCILE_H
 
-#include "guard.h"
+#include "guards/guard.h"
 #include "stock/keys.h"
 #include "stock/segments.h"
 

@@ -1,18 +1,18 @@
 /* The guard registry: the list from guard_list.h, lookup, merged option
  * rows, and the per-process hooks (init/fini, health, metrics). */
-#include "guard.h"
+#include "guards/guard.h"
 
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
 #define GUARD(id) extern const struct guard guard_##id;
-#include "guard_list.h"
+#include "guards/guard_list.h"
 #undef GUARD
 
 static const struct guard *const guards[] = {
 #define GUARD(id) &guard_##id,
-#include "guard_list.h"
+#include "guards/guard_list.h"
 #undef GUARD
 };
 
@@ -125,16 +125,4 @@ void guard_export_metrics(void)
     for (size_t i = 0; i < NGUARDS; i++)
         if (guards[i]->export_metrics && !hook_seen(i, 0))
             guards[i]->export_metrics();
-}
-
-static const struct db_conf *db_conf;
-
-void guard_use_db(const struct db_conf *conf)
-{
-    db_conf = conf;
-}
-
-const struct db_conf *guard_db(void)
-{
-    return db_conf;
 }

@@ -6,10 +6,10 @@
 #ifndef LAB_REDIS_SHARED_H
 #define LAB_REDIS_SHARED_H
 
-#include "guard.h"
+#include "guards/guard.h"
 
-#include "base/rconn.h"
-#include "base/rlock.h"
+#include "locks/rconn.h"
+#include "locks/rlock.h"
 
 /* A sale decided in Redis (redis-decr) must reach MySQL within hold_ms plus
  * this, or give up; the default --redis-reload-wait (12 s) exceeds the

@@ -3,7 +3,7 @@
 
 #include "rconn.h"
 #include "renewer.h"
-#include "util.h"
+#include "base/util.h"
 
 #include <errno.h>
 #include <stdarg.h>

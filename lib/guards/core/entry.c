@@ -1,6 +1,6 @@
 /* The guard layer's entry points: deduct, seed, release, describe. Each is
  * the one route from a service into MySQL and the guards' side state. */
-#include "guard.h"
+#include "guards/guard.h"
 
 #include "base/db.h"
 #include "base/metrics.h"

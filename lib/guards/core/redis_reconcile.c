@@ -3,11 +3,11 @@
  * Every decision is one Lua script, so two instances (or a sale and a
  * reload) cannot interleave inside it; the clock is Redis's TIME, the one
  * clock every instance shares. */
-#include "redis_reconcile.h"
+#include "guards/core/redis_reconcile.h"
 
 #include "base/metrics.h"
 #include "base/util.h"
-#include "redis_shared.h"
+#include "guards/core/redis_shared.h"
 #include "stock/store.h"
 #include "stock/txn.h"
 
