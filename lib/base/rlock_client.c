@@ -109,6 +109,7 @@ struct rlock_client *rlock_client_new(const struct rlock_config *cfg)
     else
         util_default_instance(c->instance, sizeof c->instance);
     c->stats = cfg && cfg->stats ? cfg->stats : &c->own_stats;
+    pthread_mutex_init(&c->sub_mu, NULL);
     c->pool = rconn_pool_new(c->host, c->port, c->connect_timeout_ms, c->cmd_timeout_ms);
     if (!c->pool) {
         free(c);
@@ -134,6 +135,8 @@ void rlock_client_free(struct rlock_client *c)
 {
     if (!c)
         return;
+    rlock_sub_free(c->sub);
+    pthread_mutex_destroy(&c->sub_mu);
     renewer_free(c->wd);
     rconn_pool_free(c->pool);
     free(c);
