@@ -225,13 +225,55 @@ static void answer_stopping(struct http_resp *resp)
     http_error(resp, 503, "backend_unavailable", "the service is stopping");
 }
 
+static http_warm_fn warm_fn;
+static _Atomic long warm_workers, all_workers;
+
+void http_set_warm(http_warm_fn fn) { warm_fn = fn; }
+
+void http_warm_state(long *warm, long *workers)
+{
+    *warm = atomic_load(&warm_workers);
+    *workers = atomic_load(&all_workers);
+}
+
+/* One warm-up attempt of a worker that is not warm yet; updates *warm. */
+static void warm_try(struct http_pool *p, int *warm, double *next)
+{
+    if (*warm || util_now() < *next)
+        return;
+    if (!warm_fn || warm_fn(p->srv->app) == 0) {
+        *warm = 1;
+        atomic_fetch_add(&warm_workers, 1);
+    } else {
+        *next = util_now() + 1.0;
+    }
+}
+
 static void *pool_main(void *arg)
 {
     struct http_pool *p = arg;
+    /* Only the handler's pool warms up: the control pool's answers
+     * (/healthz) must not wait for a backend. */
+    int warm = p != &p->srv->work;
+    double next_warm = 0;
+    if (!warm)
+        warm_try(p, &warm, &next_warm);
     for (;;) {
         pthread_mutex_lock(&p->mu);
-        while (!p->head && !p->stopping)
-            pthread_cond_wait(&p->cv, &p->mu);
+        while (!p->head && !p->stopping) {
+            if (warm) {
+                pthread_cond_wait(&p->cv, &p->mu);
+                continue;
+            }
+            /* Not warm: wake once a second to try again while idle. */
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_sec += 1;
+            pthread_cond_timedwait(&p->cv, &p->mu, &ts);
+            pthread_mutex_unlock(&p->mu);
+            warm_try(p, &warm, &next_warm);
+            pthread_mutex_lock(&p->mu);
+        }
         struct req_state *st = p->head;
         if (st) {
             p->head = st->next;
@@ -245,10 +287,12 @@ static void *pool_main(void *arg)
         /* Draining: a request that has not started is answered at once
          * (the client retries elsewhere) instead of starting work that a
          * stop's KILL could cut in half. */
-        if (stopping)
+        if (stopping) {
             answer_stopping(&st->resp);
-        else
+        } else {
             run_handler(p->srv, st);
+            warm_try(p, &warm, &next_warm);
+        }
         /* Once done is set, st belongs to MHD's thread (on_request sends
          * st->resp after the resume, on_completed frees it): touch it no
          * more. */
@@ -522,6 +566,7 @@ struct http_server *http_start(const char *bind_addr, long port, long threads,
         s->control[i] = control[i];
     for (int i = 0; inline_paths && inline_paths[i] && i < HTTP_MAX_CONTROL; i++)
         s->inline_paths[i] = inline_paths[i];
+    atomic_store(&all_workers, threads);
     if (pool_start(&s->work, s, threads) != 0 ||
         pool_start(&s->ctl, s, HTTP_CONTROL_THREADS) != 0) {
         snprintf(err, errlen, "cannot start %ld worker threads", threads);

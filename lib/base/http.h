@@ -59,6 +59,15 @@ struct http_server;
 struct http_server *http_start(const char *bind_addr, long port, long threads,
                                const char *const *control, const char *const *inline_paths,
                                http_handler_fn fn, void *app, char *err, size_t errlen);
+
+/* Warm start: each worker thread calls fn(app) before it serves (it opens
+ * the thread's connections; 0 when they are all up) and again at most once
+ * a second, between requests, until it succeeds. Set before http_start;
+ * NULL (the default) counts every worker as warm. */
+typedef int (*http_warm_fn)(void *app);
+void http_set_warm(http_warm_fn fn);
+/* Workers warm so far and workers started (the process's one server). */
+void http_warm_state(long *warm, long *workers);
 /* Stop serving: requests already handed to a worker finish, later ones get
  * 503; joins every thread; accepts NULL. */
 void http_stop(struct http_server *s);
