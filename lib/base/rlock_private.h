@@ -124,8 +124,9 @@ struct rlock_sub_entry *rlock_sub_join(struct rlock_sub *s, const char *chan);
 /* Wait up to ms for Redis to confirm the subscription: 1 confirmed. */
 int rlock_sub_ready(struct rlock_sub *s, struct rlock_sub_entry *e, long ms);
 /* Wait up to ms for a release message (a permit): 1 woken (the permit is
- * taken), 0 the time passed. */
-int rlock_sub_wait(struct rlock_sub *s, struct rlock_sub_entry *e, long ms);
+ * taken), 0 the time passed. since_us (util_now_us) is when this waiter
+ * began waiting: the oldest blocked waiter gets the next message. */
+int rlock_sub_wait(struct rlock_sub *s, struct rlock_sub_entry *e, long ms, int64_t since_us);
 /* Stop waiting on e (unsubscribed once its last waiter left); NULL ok. */
 void rlock_sub_leave(struct rlock_sub *s, struct rlock_sub_entry *e);
 

@@ -3,7 +3,8 @@
  * A subscription per waiter woke every waiter of the process on every
  * release, and all of them retried at once: the thundering herd. One
  * listener thread per client owns the subscribing connection; waiters
- * only touch the channel's entry under the mutex. */
+ * only touch the channel's entry under the mutex. Within a process the
+ * waiter that has waited longest is woken first. */
 #include "rlock_private.h"
 
 #include <errno.h>
@@ -17,10 +18,21 @@
 
 #define SUB_MAX_CHANNELS 1024   /* beyond: a waiter subscribes on its own */
 
+/* A waiter blocked in rlock_sub_wait: a message wakes the one that has
+ * waited longest (its first wait), so a waiter that keeps losing the race
+ * for the lock is not passed over by newer ones of its own process. */
+struct sub_waiter {
+    int64_t since_us;
+    int woken;
+    pthread_cond_t cv;
+    struct sub_waiter *next;
+};
+
 struct rlock_sub_entry {
     char chan[sizeof(((struct rlock *)0)->chan)];
     int refs;          /* waiters using it */
     int permits;       /* release messages no waiter took yet (<= refs) */
+    struct sub_waiter *blocked;   /* oldest first */
     int subscribed;    /* Redis confirmed the subscription */
     int want;          /* 1: be subscribed, 0: be unsubscribed */
     int sent;          /* a (un)subscribe is on its way */
@@ -55,6 +67,11 @@ static void sub_lost_all(struct rlock_sub *s)
         e->sent = 0;
         e->permits = e->refs;
         pthread_cond_broadcast(&e->cv);
+        for (struct sub_waiter *w = e->blocked; w; w = w->next) {
+            w->woken = 1;
+            pthread_cond_signal(&w->cv);
+        }
+        e->blocked = NULL;
     }
 }
 
@@ -98,9 +115,14 @@ static void sub_on_reply(struct rlock_sub *s, redisReply *r)
     if (!e)
         return;
     if (strcmp(kind, "message") == 0) {
-        if (e->permits < e->refs)
+        struct sub_waiter *w = e->blocked;
+        if (w) {   /* one waiter, the oldest, not the herd */
+            e->blocked = w->next;
+            w->woken = 1;
+            pthread_cond_signal(&w->cv);
+        } else if (e->permits < e->refs) {
             e->permits++;
-        pthread_cond_signal(&e->cv);   /* one waiter, not the herd */
+        }
     } else if (strcmp(kind, "subscribe") == 0) {
         e->subscribed = 1;
         e->sent = 0;
@@ -254,8 +276,9 @@ struct rlock_sub_entry *rlock_sub_join(struct rlock_sub *s, const char *chan)
     return e;
 }
 
-/* Wait on e->cv until deadline_us (util_now_us clock); 0 when it passed. */
-static int cv_wait_until(struct rlock_sub *s, struct rlock_sub_entry *e, int64_t until_us)
+/* Wait on cv (with s->mu) until until_us (util_now_us clock); 0 when it
+ * has passed. */
+static int cv_wait_until(struct rlock_sub *s, pthread_cond_t *cv, int64_t until_us)
 {
     int64_t left = until_us - util_now_us();
     if (left <= 0)
@@ -268,7 +291,7 @@ static int cv_wait_until(struct rlock_sub *s, struct rlock_sub_entry *e, int64_t
         ts.tv_sec++;
         ts.tv_nsec -= 1000000000L;
     }
-    pthread_cond_timedwait(&e->cv, &s->mu, &ts);
+    pthread_cond_timedwait(cv, &s->mu, &ts);
     return 1;
 }
 
@@ -276,24 +299,40 @@ int rlock_sub_ready(struct rlock_sub *s, struct rlock_sub_entry *e, long ms)
 {
     int64_t until = util_now_us() + (int64_t)ms * 1000;
     pthread_mutex_lock(&s->mu);
-    while (!e->subscribed && cv_wait_until(s, e, until))
+    while (!e->subscribed && cv_wait_until(s, &e->cv, until))
         ;
     int ok = e->subscribed;
     pthread_mutex_unlock(&s->mu);
     return ok;
 }
 
-int rlock_sub_wait(struct rlock_sub *s, struct rlock_sub_entry *e, long ms)
+int rlock_sub_wait(struct rlock_sub *s, struct rlock_sub_entry *e, long ms, int64_t since_us)
 {
     int64_t until = util_now_us() + (int64_t)ms * 1000;
     pthread_mutex_lock(&s->mu);
-    while (e->permits == 0 && cv_wait_until(s, e, until))
-        ;
-    int woken = e->permits > 0;
-    if (woken)
+    if (e->permits > 0) {   /* a message came while we were trying */
         e->permits--;
+        pthread_mutex_unlock(&s->mu);
+        return 1;
+    }
+    struct sub_waiter w = {.since_us = since_us};
+    pthread_cond_init(&w.cv, NULL);
+    struct sub_waiter **pp = &e->blocked;
+    while (*pp && (*pp)->since_us <= since_us)
+        pp = &(*pp)->next;
+    w.next = *pp;
+    *pp = &w;
+    while (!w.woken && cv_wait_until(s, &w.cv, until))
+        ;
+    if (!w.woken)   /* timed out: leave the line */
+        for (pp = &e->blocked; *pp; pp = &(*pp)->next)
+            if (*pp == &w) {
+                *pp = w.next;
+                break;
+            }
     pthread_mutex_unlock(&s->mu);
-    return woken;
+    pthread_cond_destroy(&w.cv);
+    return w.woken;
 }
 
 void rlock_sub_leave(struct rlock_sub *s, struct rlock_sub_entry *e)

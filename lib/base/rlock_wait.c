@@ -134,7 +134,8 @@ static int wait_shared(struct rlock *l, redisContext *ctx, int64_t deadline_us, 
                        struct rlock_sub *s, struct rlock_sub_entry *e)
 {
     int rc;
-    long remaining = (long)((deadline_us - util_now_us()) / 1000);
+    int64_t since = util_now_us();
+    long remaining = (long)((deadline_us - since) / 1000);
     /* Subscribed first, then retried: no release can slip between. When
      * the confirmation is slow, short slices cover the gap. */
     int ready = remaining > 0 && rlock_sub_ready(s, e, remaining < WAIT_SLICE_MAX ? remaining : WAIT_SLICE_MAX);
@@ -152,7 +153,7 @@ static int wait_shared(struct rlock *l, redisContext *ctx, int64_t deadline_us, 
         long slice = base * 3 / 4 + (long)(util_rand() % (uint64_t)(base / 2 + 1));
         if (slice < 1)
             slice = 1;
-        if (rlock_sub_wait(s, e, slice < remaining ? slice : remaining))
+        if (rlock_sub_wait(s, e, slice < remaining ? slice : remaining, since))
             atomic_fetch_add(&l->client->stats->notifications, 1);
         if (!ready)
             ready = rlock_sub_ready(s, e, 0);
