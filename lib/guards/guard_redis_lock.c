@@ -1,7 +1,9 @@
 /* Guard `redis-lock`: the read-modify-write under a Redis lock per SKU.
  * Safe by default (reentrant token lock, Lua release, watchdog renewal);
  * the request's acquire/release/watchdog/ttl options reproduce the seeds'
- * mistakes, and the audit shows what each one costs. */
+ * mistakes, and the audit shows what each one costs. A reseed leaves the
+ * lock alone: a holder elsewhere keeps it, and its write is refused by the
+ * row's reseed count instead (stock_rmw). */
 #include "guard.h"
 
 #include "base/db.h"
@@ -150,21 +152,6 @@ static int redis_lock_deduct(const struct guard *self, const struct deduct_env *
     return 0;
 }
 
-static int redis_lock_seed(const struct guard *self, const struct deduct_env *env,
-                           const char *sku, long long stock, int segments,
-                           struct deduct_res *res)
-{
-    char key[KEYS_MAX];
-    keys_lock(key, sku);
-    const char *argv[2] = {"DEL", key};
-    redisReply *r = rconn_cmd_argv(redis->pool, res->detail, sizeof(res->detail), 2,
-                                   argv);
-    if (!r)
-        return -1;
-    freeReplyObject(r);
-    return 0;
-}
-
 /* Every lock option: the seeds' mistakes, and Redisson's fencing,
  * replica acks and fair queue. */
 static const struct guard_field redis_lock_fields[] = {
@@ -183,7 +170,6 @@ const struct guard guard_redis_lock = {
     .opts_default = &lock_req_opts_default,
     .deduct = redis_lock_deduct,
     .locked = redis_lock_locked,
-    .seed = redis_lock_seed,
     .uses_redis = 1,
     .init = redis_lock_init,
     .fini = redis_lock_fini,

@@ -197,10 +197,13 @@ static enum seg_try try_segment(const struct guard *self, const struct deduct_en
     util_sleep_ms(req->hold_ms);
     if (stock_past_deadline(req, res))   /* the caller gave up: decide nothing */
         goto out;
-    /* The read-modify-write of the segment, protected by its lock, and
-     * only into the state it read: after a restart or a reseed the value
-     * computed from the old one means nothing. */
-    st = rrec_set_if_epoch(rk, key, epoch, *units - req->qty, res->detail, sizeof(res->detail));
+    /* The segment's decrement, only into the state it read (after a
+     * restart or a reseed the old epoch's units mean nothing). Relative,
+     * not the absolute `units - qty` computed before the hold: a release
+     * adds to segment 0 without its lock (rrec_release), and an absolute
+     * write would wipe that unit out of Redis while MySQL has it. The lock
+     * still makes the check above hold: only releases add meanwhile. */
+    st = rrec_give_back(rk, key, epoch, -req->qty, res->detail, sizeof(res->detail));
     if (st <= 0) {
         if (st == 0)
             lost_while_held(req, i, res);

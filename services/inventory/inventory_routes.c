@@ -431,9 +431,23 @@ static void handle_live(struct http_resp *resp)
     answer_copy(resp, live_body, live_len);
 }
 
+int inv_warm(void *app)
+{
+    const struct inv_conf *c = app;
+    struct db_conn *db = db_thread_conn(&c->db);
+    if (!db || !db->my || db_ping(db) != DB_OK)
+        return -1;
+    /* Redis: a pooled connection opened (or checked) by this worker, so
+     * the pool holds about one per worker when the first sales come. */
+    const char *up[8], *down = NULL;
+    size_t nup;
+    char err[160];
+    return guard_health(up, 8, &nup, &down, err, sizeof(err)) == 0 ? 0 : -1;
+}
+
 static void handle_health(const struct inv_conf *c, struct http_resp *resp)
 {
-    if (service_mysql_health(&c->db, resp) != 0)
+    if (service_mysql_health(&c->db, resp) != 0 || service_warm_health(resp) != 0)
         return;
     const char *up[8], *down = NULL;
     size_t nup;
