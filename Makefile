@@ -52,7 +52,7 @@ endif
 
 # lib/ has three layers, each including only the ones below it:
 # guards -> stock -> base (tests/checks/test_layers.sh keeps it so).
-LIB_SRC  := $(wildcard lib/base/*.c lib/stock/*.c lib/guards/*.c)
+LIB_SRC  := $(wildcard lib/base/*.c lib/locks/*.c lib/stock/*.c lib/guards/*.c)
 INV_SRC  := $(wildcard services/inventory/*.c)
 ORD_SRC  := $(wildcard services/order/*.c)
 LG_SRC   := $(filter-out loadtest/loadgen/main.c,$(wildcard loadtest/loadgen/*.c))

@@ -94,7 +94,7 @@ struct guard {
      * 0, or -1 when the backend cannot be read (best effort). */
     int (*describe)(const struct guard *self, const char *sku, struct guard_facts *out);
     /* Optional: reachability of the guard's backend for /healthz: 0 up, -1
-     * with err. *backend names it ("redis"). Guards sharing a backend share
+     * with err, 1 when the backend is not configured (not listed). *backend names it ("redis"). Guards sharing a backend share
      * this function: it is called once. */
     int (*health)(const char **backend, char *err, size_t errlen);
     /* Optional: mirror the guard's counters into lib/base/metrics before

@@ -21,14 +21,14 @@ for f in lib/*/*.[ch] services/*/*.[ch]; do
     dir=$(dirname "$f")
     while read -r inc; do
         case "$inc" in
-            base/*|stock/*|guards/*) [ -f "lib/$inc" ] || problems+=("$f: lib/$inc does not exist") ;;
+            base/*|locks/*|stock/*|guards/*) [ -f "lib/$inc" ] || problems+=("$f: lib/$inc does not exist") ;;
             *) [ -f "$dir/$inc" ] || problems+=("$f includes \"$inc\", not in $dir (name its layer)") ;;
         esac
     done < <(sed -n 's/^#include "\([^"]*\)".*/\1/p' "$f")
 done
 # The layer of every lib folder is known.
 for d in lib/*/; do
-    case "$d" in lib/base/|lib/stock/|lib/guards/) ;; *) problems+=("unknown layer $d") ;; esac
+    case "$d" in lib/base/|lib/locks/|lib/stock/|lib/guards/) ;; *) problems+=("unknown layer $d") ;; esac
 done
 [ -z "$(find lib -maxdepth 1 -name '*.[ch]')" ] || problems+=("C files directly under lib/: put them in a layer")
 
