@@ -268,7 +268,13 @@ long etcd_lease_keepalive_once(struct etcd_client *c, int64_t id, long timeout_m
     /* A stream of one message: {"result":{..., "TTL":"n"}}; no TTL (0)
      * when etcd no longer knows the lease. */
     json_t *res = json_object_get(j, "result");
-    long ttl = (long)json_i64(json_object_get(res ? res : j, "TTL"));
+    if (!res) {
+        /* A stream that failed (no leader, shutting down) answers 200
+         * with {"error":{...}}: that says nothing about the lease. */
+        json_decref(j);
+        return ETCD_EUNAVAIL;
+    }
+    long ttl = (long)json_i64(json_object_get(res, "TTL"));
     json_decref(j);
     return ttl > 0 ? ttl : 0;
 }
