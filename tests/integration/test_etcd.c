@@ -40,13 +40,14 @@ static double now_s(void)
     return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
 }
 
-/* Start etcd on etcd_port with data_dir (kept between starts: durable);
- * wait up to 20 s for /health. Returns 0. */
-static int start_etcd(void)
+/* Start an etcd on port/peer with data dir `dir` (kept between starts:
+ * durable) and, when slow, a 2.5 s election timeout (so its minimum lease
+ * is 4 s); wait up to 20 s for /health. Returns its pid, or -1. */
+static int spawn_etcd(long port, long peer_port_, const char *dir, int slow)
 {
     char listen[64], peer[64], cluster[96], log[700];
-    snprintf(listen, sizeof(listen), "http://127.0.0.1:%ld", etcd_port);
-    snprintf(peer, sizeof(peer), "http://127.0.0.1:%ld", peer_port);
+    snprintf(listen, sizeof(listen), "http://127.0.0.1:%ld", port);
+    snprintf(peer, sizeof(peer), "http://127.0.0.1:%ld", peer_port_);
     snprintf(cluster, sizeof(cluster), "default=%s", peer);
     snprintf(log, sizeof(log), "%s/logs/etcd-test.log", it.stack_dir);
     int pid = fork();
@@ -58,20 +59,33 @@ static int start_etcd(void)
             dup2(fd, 1);
             dup2(fd, 2);
         }
-        execl("/usr/bin/etcd", "etcd", "--data-dir", data_dir, "--listen-client-urls", listen,
+        execl("/usr/bin/etcd", "etcd", "--data-dir", dir, "--listen-client-urls", listen,
               "--advertise-client-urls", listen, "--listen-peer-urls", peer,
               "--initial-advertise-peer-urls", peer, "--initial-cluster", cluster,
-              (char *)NULL);
+              "--election-timeout", slow ? "2500" : "1000", "--heartbeat-interval",
+              slow ? "250" : "100", (char *)NULL);
         _exit(127);
     }
-    etcd_pid = pid;
     char health[96];
     snprintf(health, sizeof(health), "%s/health", listen);
-    return it_wait_status(health, 200, 20000);
+    if (it_wait_status(health, 200, 20000) != 0) {
+        it_kill(pid, SIGKILL, 5000);
+        return -1;
+    }
+    return pid;
+}
+
+/* The test's main etcd on etcd_port. Returns 0. */
+static int start_etcd(void)
+{
+    etcd_pid = spawn_etcd(etcd_port, peer_port, data_dir, 0);
+    return etcd_pid > 0 ? 0 : -1;
 }
 
 static void stop_etcd(void)
 {
+    if (etcd_pid <= 0)
+        return;
     if (etcd_paused)
         kill(etcd_pid, SIGCONT);
     etcd_paused = 0;
@@ -435,6 +449,45 @@ static void test_etcd_release(void **state)
     assert_int_equal(lock_keys(sku), 0);
 }
 
+/* An etcd whose minimum lease is above --etcd-min-lease (election timeout
+ * 2.5 s: minimum 4 s) lengthens a 3 s lease without saying so: the guard
+ * sees it in the grant's answer and answers 400 naming the server's
+ * minimum, nothing sold, no key left; a 4 s lease sells. */
+static void test_etcd_server_minimum_400(void **state)
+{
+    const char *sku = "ETCD-srvmin";
+    assert_int_equal(it_seed(sku, 5), 200);
+    long base = it_port_base();
+    char dir[700], url[96], deduct[128];
+    snprintf(dir, sizeof(dir), "%s/etcd-test-slow", it.stack_dir);
+    int epid = spawn_etcd(base + 26, base + 27, dir, 1);
+    assert_true(epid > 0);
+    snprintf(url, sizeof(url), "http://127.0.0.1:%ld", base + 26);
+    const char *const args[] = {"--threads", "4", "--etcd-endpoints", url, NULL};
+    int pid = it_start_inventory("inventory-etcd-slow", base + 24, NULL, args);
+    snprintf(deduct, sizeof(deduct), "http://127.0.0.1:%ld/inventory/deduct", base + 24);
+    struct it_resp r;
+    long st = it_http("POST", deduct,
+                      "{\"sku\":\"ETCD-srvmin\",\"guard\":\"etcd\",\"lock_ttl_ms\":3000,"
+                      "\"order_id\":\"ETCD-srvmin-1\"}", &r);
+    print_message("lock_ttl_ms 3000 on an etcd with a 4 s minimum: %ld %.200s\n", st, r.body);
+    long st4 = it_status("POST", deduct,
+                         "{\"sku\":\"ETCD-srvmin\",\"guard\":\"etcd\",\"lock_ttl_ms\":4000,"
+                         "\"order_id\":\"ETCD-srvmin-2\"}");
+    it_stop_pid(pid);
+    it_kill(epid, SIGTERM, 10000);
+    assert_true(pid > 0);
+    assert_int_equal(st, 400);
+    assert_string_equal(error_of(&r), "bad_request");
+    assert_non_null(strstr(r.body, "minimum lease of 4 s"));
+    it_resp_free(&r);
+    assert_int_equal(st4, 200);
+    struct it_audit a;
+    assert_int_equal(it_audit(sku, &a), 0);
+    assert_int_equal(a.sold, 1);
+    assert_true(a.consistent);
+}
+
 /* One deduction on instance inst; returns the status, error in err. */
 static long deduct_once(int inst, const char *sku, const char *oid, char *err, size_t errlen,
                         double *took)
@@ -521,6 +574,7 @@ int main(void)
         cmocka_unit_test(test_etcd_paused_holder_fenced),
         cmocka_unit_test(test_etcd_killed_holder_frees),
         cmocka_unit_test(test_etcd_release),
+        cmocka_unit_test(test_etcd_server_minimum_400),
         cmocka_unit_test_teardown(test_etcd_down_then_back, restart_etcd),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
