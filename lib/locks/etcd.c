@@ -500,6 +500,17 @@ long etcd_count_prefix(struct etcd_client *c, const char *prefix, long timeout_m
     return count;
 }
 
+long etcd_lease_count(struct etcd_client *c, long timeout_ms, char *err, size_t errlen)
+{
+    json_t *j;
+    int rc = call(c, "/v3/lease/leases", "{}", timeout_ms, 0, &j, err, errlen);
+    if (rc != ETCD_OK)
+        return rc;
+    long n = (long)json_array_size(json_object_get(j, "leases"));
+    json_decref(j);
+    return n;
+}
+
 int etcd_health(struct etcd_client *c, long timeout_ms, char *err, size_t errlen)
 {
     json_t *j;

@@ -106,6 +106,9 @@ int64_t etcd_create_revision(struct etcd_client *c, const char *key, long timeou
 long etcd_count_prefix(struct etcd_client *c, const char *prefix, long timeout_ms,
                        char *err, size_t errlen);
 
+/* Number of leases etcd holds now (all clients), or <0 (ETCD_*). */
+long etcd_lease_count(struct etcd_client *c, long timeout_ms, char *err, size_t errlen);
+
 /* GET /health on the endpoints: 0 healthy, -1 with err. */
 int etcd_health(struct etcd_client *c, long timeout_ms, char *err, size_t errlen);
 

@@ -154,6 +154,16 @@ static long lock_keys(const char *sku)
     return n;
 }
 
+/* Leases etcd holds now (every holder and waiter has one); -1 on error. */
+static long leases(void)
+{
+    char err[160];
+    long n = etcd_lease_count(ec, 2000, err, sizeof(err));
+    if (n < 0)
+        fprintf(stderr, "%s\n", err);
+    return n;
+}
+
 /* Wait until sku has n lock keys; 0 when it did within 10 s. */
 static int wait_keys(const char *sku, long n)
 {
@@ -205,6 +215,7 @@ static void test_etcd_exact(void **state)
     assert_int_equal(l.by_status[200], 100);
     assert_int_equal(l.by_status[409], 900);
     assert_int_equal(lock_keys(sku), 0);
+    assert_int_equal(leases(), 0);          /* every lease revoked, none left to expire */
 }
 
 /* A lock_ttl_ms below etcd's minimum lease (2 s) is a 400 that says so,
@@ -254,7 +265,7 @@ static void *hold_thread(void *arg)
 }
 
 /* A holder on instance 1 (hold_ms 2000); a waiter on instance 2 with
- * lock_wait_ms 300 gives up with 503 lock_timeout and its key is gone:
+ * lock_wait_ms 300 gives up with 503 lock_timeout, its key and lease gone:
  * once the holder is done no key is left. */
 static void test_etcd_waiter_gives_up(void **state)
 {
@@ -275,7 +286,7 @@ static void test_etcd_waiter_gives_up(void **state)
                       "{\"sku\":\"ETCD-wait\",\"guard\":\"etcd\",\"lock_wait_ms\":300,"
                       "\"order_id\":\"ETCD-wait-waiter\"}", &r);
     double waited = now_s() - t0;
-    long during = lock_keys(sku);
+    long during = lock_keys(sku), during_leases = leases();
     pthread_join(t, NULL);
     print_message("waiter: %ld after %.2f s: %.160s; keys after it: %ld\n", st, waited, r.body,
                   during);
@@ -285,6 +296,7 @@ static void test_etcd_waiter_gives_up(void **state)
     it_resp_free(&r);
     assert_true(waited >= 0.3);
     assert_int_equal(during, 1);            /* only the holder's key */
+    assert_int_equal(during_leases, 1);     /* the waiter revoked its lease */
     assert_int_equal(h.status, 200);
     assert_int_equal(lock_keys(sku), 0);
     struct it_audit a;
