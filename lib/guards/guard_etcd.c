@@ -18,6 +18,7 @@
 
 #include "base/metrics.h"
 #include "base/util.h"
+#include "guards/core/lock_fields.h"
 #include "locks/etcd.h"
 #include "stock/txn.h"
 
@@ -62,7 +63,7 @@ static struct etcd_stats stats;
 static atomic_ullong n_acquired, n_timeouts, n_unavailable, n_expired, n_short_lease,
     n_release_failures;
 
-static int etcd_guard_init(const struct guard *self, const char *instance, char *err,
+static int etcd_guard_init(const struct guard *self, const struct guard_backends *b, char *err,
                            size_t errlen)
 {
     if (!conf.prefix[0] || strlen(conf.prefix) > 100) {
@@ -131,7 +132,8 @@ static int take(const struct deduct_env *env, const struct deduct_req *req, stru
                 struct deduct_res *res)
 {
     memset(h, 0, sizeof(*h));
-    long ttl_ms = req->lock_ttl_ms > 0 ? req->lock_ttl_ms : env->default_ttl_ms;
+    const struct lock_req_opts *lo = lock_opts_of(req);
+    long ttl_ms = lock_opts_ttl(lo, env->default_ttl_ms);
     if (ttl_ms < conf.min_lease_ms) {
         fail(res, DEDUCT_BAD_REQUEST, &n_short_lease,
              "lock_ttl_ms %ld is below etcd's minimum lease of %ld ms (etcd would silently "
@@ -164,7 +166,7 @@ static int take(const struct deduct_env *env, const struct deduct_req *req, stru
     snprintf(h->lease.name, sizeof(h->lease.name), "%s%s", conf.prefix, req->sku);
     /* Without renewals a holder outliving its lease would be refused at
      * the write; the watchdog keeps the lease alive instead. */
-    if (req->watchdog && etcd_lease_watch(client, &h->lease) != 0)
+    if (lo->watchdog && etcd_lease_watch(client, &h->lease) != 0)
         fprintf(stderr, "etcd: watchdog not started for %s\n", h->lease.name);
 
     long wait = req->lock_wait_ms > LOCK_WAIT_FLOOR_MS ? req->lock_wait_ms : LOCK_WAIT_FLOOR_MS;
@@ -174,7 +176,7 @@ static int take(const struct deduct_env *env, const struct deduct_req *req, stru
     rc = etcd_lock(client, h->lease.name, h->lease.id, wait, h->key, sizeof(h->key), err,
                    sizeof(err));
     res->lock_wait_s = util_now() - t0;
-    if (rc == ETCD_OK && req->fencing) {
+    if (rc == ETCD_OK && lo->fencing) {
         int64_t rev = etcd_create_revision(client, h->key, op_bound(req), err, sizeof(err));
         if (rev > 0)
             h->revision = rev;
@@ -217,7 +219,8 @@ static void fenced_req(const struct deduct_req *req, const struct etcd_held *h,
                        struct deduct_req *out)
 {
     *out = *req;
-    if (req->fencing)
+    out->fencing = lock_opts_of(req)->fencing;
+    if (out->fencing)
         out->fence = (unsigned long long)h->revision;
 }
 
@@ -278,6 +281,10 @@ static void etcd_guard_export_metrics(void)
     mirror("lab_etcd_call_failures_total", &stats.call_failures);
 }
 
+/* The body fields it honours: the lease, its renewal, the fencing token. */
+static const struct guard_field etcd_fields[] = {LOCK_FIELD_TTL, LOCK_FIELD_WATCHDOG,
+                                                 LOCK_FIELD_FENCING};
+
 const struct guard guard_etcd = {
     .name = "etcd",
     .how = "etcd lock service: a lease of lock_ttl_ms kept alive by the watchdog, waiters "
@@ -287,6 +294,10 @@ const struct guard guard_etcd = {
     .options = options,
     .noptions = sizeof(options) / sizeof(options[0]),
     .options_conf = &conf,
+    .fields = etcd_fields,
+    .nfields = sizeof(etcd_fields) / sizeof(etcd_fields[0]),
+    .opts_size = sizeof(struct lock_req_opts),
+    .opts_default = &lock_req_opts_default,
     .init = etcd_guard_init,
     .fini = etcd_guard_fini,
     .deduct = etcd_guard_deduct,

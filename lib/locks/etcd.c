@@ -1,7 +1,8 @@
 /* The etcd v3 JSON-gateway client (see etcd.h). */
 #include "etcd.h"
 
-#include "base/renewer.h"
+#include "renewer.h"
+
 #include "base/util.h"
 
 #include <curl/curl.h>

@@ -8,7 +8,7 @@
  * ETCD_EUNAVAIL, so the caller answers 503 and the next call connects
  * again by itself: nothing to restart when etcd comes back.
  *
- * A lease granted here can be watched: the shared renewer (base/renewer.h)
+ * A lease granted here can be watched: the shared renewer (renewer.h)
  * sends a keep-alive every ttl/3, and etcd_lease_validity_left tells the
  * holder, on the monotonic clock, how long the lease is surely still
  * alive on the server (counted from the moment the grant or the last

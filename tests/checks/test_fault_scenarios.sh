@@ -2,7 +2,7 @@
 # One run of each fault scenario (failover, pause, crash, restart) through
 # loadtest/compare on a private stack with --redis-replica (free port base
 # in 26000-31900, always torn down), asserting every cell's verdict. The
-# windows are wide (hold_ms, leases, pause lengths in loadtest/faults.py),
+# windows are wide (hold_ms, leases, pause lengths in loadtest/lab/faultplan.py),
 # so each verdict is the same on every run:
 #   pause:    redis-lock loses an update; redlock refuses (lease_expired);
 #             with fencing the stale write is fenced
@@ -58,7 +58,6 @@ CONF
 cat > "$tmp/restart.conf" <<'CONF'
 fault   = restart
 guards  = conditional-update
-field   = lock_ttl_ms=3000
 CONF
 
 t0=$SECONDS

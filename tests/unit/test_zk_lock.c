@@ -12,7 +12,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "base/zk.h"
+#include "locks/zk.h"
 
 static void test_seq(void **state)
 {

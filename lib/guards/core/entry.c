@@ -1,0 +1,278 @@
+/* The guard layer's entry points: deduct, seed, release, describe. Each is
+ * the one route from a service into MySQL and the guards' side state. */
+#include "guards/guard.h"
+
+#include "base/db.h"
+#include "base/metrics.h"
+#include "stock/inflight.h"
+#include "stock/store.h"
+#include "stock/txn.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* The guard's deduction, with the SKU marked in flight so a reseed waits
+ * for it (and it does not start under a reseed). */
+static void deduct_reserved(const struct guard *g, const struct deduct_env *env,
+                            const struct deduct_req *req, struct deduct_res *res)
+{
+    int rc = inflight_enter(req->sku);
+    if (rc != INFLIGHT_OK) {
+        res->outcome = DEDUCT_UNAVAILABLE;
+        snprintf(res->detail, sizeof(res->detail), "%s",
+                 rc == INFLIGHT_BUSY ? "the SKU is being reseeded" : "too many SKUs in flight");
+        return;
+    }
+    g->deduct(g, env, req, res);
+    inflight_leave(req->sku);
+}
+
+int guard_deduct(const struct guard *g, const struct deduct_env *env,
+                 const struct deduct_req *req, struct deduct_res *res)
+{
+    memset(res, 0, sizeof(*res));
+    snprintf(res->guard, sizeof(res->guard), "%s", g->name);
+    snprintf(res->instance, sizeof(res->instance), "%s", env->instance);
+    res->qty = req->qty;
+
+    struct ledger_row row;
+    /* A write-behind guard answers from its own backend (no MySQL here);
+     * a batching guard answers repeats from its batch's insert. */
+    int rc = (g->own_idempotency || g->no_mysql_deduct)
+                 ? 0 : store_ledger_get(env->db, req->order_id, 0, &row);
+    /* MySQL's own row-lock waits (for-update, conditional-update, the
+     * absolute writes) last no longer than the request may wait. */
+    if (rc >= 0 && !g->no_mysql_deduct) {
+        int w = db_set_lock_wait(env->db, req->lock_wait_ms);
+        if (w < 0)
+            rc = w;
+    }
+    if (rc < 0)
+        stock_db_failure(env->db, rc, res);
+    else if (rc == 1)
+        stock_fill_duplicate(&row, req, res);
+    else
+        deduct_reserved(g, env, req, res);
+
+    char labels[96];
+    snprintf(labels, sizeof(labels), "guard=\"%s\",outcome=\"%s\"", g->name,
+             deduct_outcome_info(res->outcome)->name);
+    metrics_add("lab_deductions_total", labels, 1);
+    snprintf(labels, sizeof(labels), "guard=\"%s\"", g->name);
+    if (res->retries)
+        metrics_add("lab_retries_total", labels, res->retries);
+    if (res->lock_wait_s > 0)
+        metrics_observe("lab_lock_wait_seconds", labels, res->lock_wait_s);
+    if (res->outcome == DEDUCT_LOCK_TIMEOUT)
+        metrics_add("lab_lock_timeouts_total", labels, 1);
+    return 0;
+}
+
+/* Every guard's side state for sku set to (stock, segments). Returns 0, or
+ * -1 with res naming the guard whose backend failed. */
+static int seed_side_state(const struct deduct_env *env, const char *sku, long long stock,
+                           int segments, struct deduct_res *res)
+{
+    size_t n;
+    const struct guard *const *all = guard_all(&n);
+    for (size_t i = 0; i < n; i++) {
+        struct deduct_res r = {0};
+        if (all[i]->seed && all[i]->seed(all[i], env, sku, stock, segments, &r) != 0) {
+            res->outcome = DEDUCT_UNAVAILABLE;
+            snprintf(res->detail, sizeof(res->detail), "seeding %s state: %.120s",
+                     all[i]->name, r.detail);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* The reseed proper, with the SKU reserved. MySQL's transaction stays open
+ * while the side state is written, so a backend that fails rolls MySQL
+ * back; side state already written is put back to what MySQL still says
+ * (best effort: if that fails too, the floor under every Redis-decided
+ * write keeps the difference a 503, never an oversell). */
+static int seed_reserved(const struct deduct_env *env, const char *sku, long long stock,
+                         int segments, struct deduct_res *res)
+{
+    long long old_stock = 0, old_version, old_initial;
+    int old_segments = 0;
+    int existed = store_info(env->db, sku, &old_stock, &old_version, &old_initial,
+                             &old_segments);
+    int rc = existed < 0 ? existed : db_begin(env->db);
+    if (rc >= 0)
+        rc = store_seed(env->db, sku, stock, segments);
+    if (rc < 0) {
+        db_rollback(env->db);
+        stock_db_failure(env->db, rc, res);
+        return -1;
+    }
+    if (seed_side_state(env, sku, stock, segments, res) != 0) {
+        db_rollback(env->db);
+        struct deduct_res ignored = {0};
+        if (existed == 1)
+            seed_side_state(env, sku, old_stock, old_segments > 0 ? old_segments : segments,
+                            &ignored);
+        return -1;
+    }
+    if ((rc = db_commit(env->db)) < 0) {
+        stock_db_failure(env->db, rc, res);
+        return -1;
+    }
+    return 0;
+}
+
+int guard_seed(const struct deduct_env *env, const char *sku, long long stock,
+               int segments, struct deduct_res *res)
+{
+    memset(res, 0, sizeof(*res));
+    int deducting = 0;
+    int rc = inflight_reseed_begin(sku, &deducting);
+    if (rc != INFLIGHT_OK) {
+        res->outcome = rc == INFLIGHT_BUSY ? DEDUCT_SKU_BUSY : DEDUCT_UNAVAILABLE;
+        snprintf(res->detail, sizeof(res->detail),
+                 rc == INFLIGHT_BUSY
+                     ? "%d deduction(s) of this SKU in flight, or a reseed: try again"
+                     : "too many SKUs in flight (%d)", rc == INFLIGHT_BUSY ? deducting
+                                                                         : INFLIGHT_SLOTS);
+        return -1;
+    }
+    rc = seed_reserved(env, sku, stock, segments, res);
+    inflight_reseed_done(sku);
+    return rc;
+}
+
+/* Room past the lock wait for the release's own MySQL round trips. */
+#define RELEASE_MARGIN_MS 1000
+#define RELEASE_DEFAULT_WAIT_MS 3000
+
+struct release_work {
+    const char *order_id;
+    struct ledger_row *row;
+    int rc;                    /* stock_release's answer */
+};
+
+static int release_under_lock(void *ctx, const struct deduct_env *env,
+                              const struct deduct_req *req, struct deduct_res *res)
+{
+    struct release_work *w = ctx;
+    w->rc = stock_release(env->db, w->order_id, w->row);
+    if (w->rc < 0)
+        stock_db_failure(env->db, w->rc, res);
+    return 0;
+}
+
+/* An order the ledger does not have may be a write-behind sale still on
+ * its way to MySQL: releasing it now would find nothing to give back, so
+ * the caller is asked to retry (503) once it has landed. Returns
+ * STOCK_UNKNOWN_ORDER, or -1 with res filled. */
+static int queued_elsewhere(const char *order_id, struct deduct_res *res)
+{
+    size_t n;
+    const struct guard *const *all = guard_all(&n);
+    for (size_t i = 0; i < n; i++) {
+        int q = all[i]->queued ? all[i]->queued(all[i], order_id) : 0;
+        if (q != 0) {
+            res->outcome = DEDUCT_UNAVAILABLE;
+            snprintf(res->detail, sizeof(res->detail), q > 0
+                     ? "the %s sale of this order is still queued for MySQL: retry shortly"
+                     : "cannot tell whether %s still queues this order: retry shortly",
+                     all[i]->name);
+            return -1;
+        }
+    }
+    return STOCK_UNKNOWN_ORDER;
+}
+
+/* The MySQL half of a release, under the lock of the guard that sold it
+ * when that guard is a lock guard. The lock needs the SKU, which only the
+ * ledger row knows: a plain read finds it, stock_release then re-reads
+ * the row under FOR UPDATE inside the lock. Returns a stock_release_result,
+ * or -1 with res filled (MySQL failed, lock not obtained). */
+static int release_stock(const struct deduct_env *env, const char *order_id,
+                         struct ledger_row *row, struct deduct_res *res)
+{
+    int rc = store_ledger_get(env->db, order_id, 0, row);
+    if (rc < 0) {
+        stock_db_failure(env->db, rc, res);
+        return -1;
+    }
+    if (rc == 0)
+        return queued_elsewhere(order_id, res);
+    if (row->released)
+        return STOCK_ALREADY_RELEASED;
+    const struct guard *g = guard_find(row->guard);
+    struct release_work w = {order_id, row, 0};
+    if (!g || !g->locked) {
+        release_under_lock(&w, env, NULL, res);
+        return w.rc < 0 ? -1 : w.rc;
+    }
+    /* The lock as a plain request would take it: the instance's wait, the
+     * guard's default options (opts NULL: for a lock, the instance's lease
+     * and the safe lock), one deadline over wait and write. */
+    struct deduct_req req;
+    memset(&req, 0, sizeof(req));
+    snprintf(req.sku, sizeof(req.sku), "%s", row->sku);
+    snprintf(req.order_id, sizeof(req.order_id), "%s", order_id);
+    req.qty = (long)row->qty;
+    req.lock_wait_ms = env->default_wait_ms > 0 ? env->default_wait_ms : RELEASE_DEFAULT_WAIT_MS;
+    req.deadline = util_now() + (double)(req.lock_wait_ms + RELEASE_MARGIN_MS) / 1000.0;
+    if (g->locked(g, env, &req, release_under_lock, &w, res) != 0) {
+        char labels[64];
+        snprintf(labels, sizeof(labels), "guard=\"%s\"", g->name);
+        metrics_add("lab_release_lock_failures_total", labels, 1);
+        return -1;             /* res says why; nothing changed */
+    }
+    return w.rc < 0 ? -1 : w.rc;
+}
+
+int guard_release(const struct deduct_env *env, const char *order_id,
+                  struct ledger_row *row, int *side_ok, struct deduct_res *res)
+{
+    memset(res, 0, sizeof(*res));
+    *side_ok = 1;
+    int rc = release_stock(env, order_id, row, res);
+    if (rc < 0)
+        return -1;             /* res filled */
+    if (rc != STOCK_RELEASED)
+        return rc;
+    /* Side state (Redis stock) follows the guard that sold it, after the
+     * commit: if its backend fails now the units stay missing there, an
+     * undersell, never an oversell. */
+    const struct guard *g = guard_find(row->guard);
+    struct deduct_res r = {0};
+    if (g && g->release && g->release(g, env, row->sku, (long)row->qty, &r) != 0) {
+        *side_ok = 0;
+        fprintf(stderr, "inventory %s: release of %s: %s stock not restored: %s\n",
+                env->instance, order_id, row->guard, r.detail);
+    }
+    return rc;
+}
+
+void guard_describe(const char *sku, struct guard_facts *out)
+{
+    memset(out, 0, sizeof(*out));
+    size_t n;
+    const struct guard *const *all = guard_all(&n);
+    for (size_t i = 0; i < n; i++)
+        if (all[i]->describe)
+            all[i]->describe(all[i], sku, out);   /* best effort: Redis may be down */
+}
+
+int guard_pending(const char *sku, long long *entries, long long *units)
+{
+    int rc = 0;
+    size_t n;
+    const struct guard *const *all = guard_all(&n);
+    *entries = *units = 0;
+    for (size_t i = 0; i < n; i++) {
+        long long e = 0, u = 0;
+        if (!all[i]->pending)
+            continue;
+        if (all[i]->pending(all[i], sku, &e, &u) != 0)
+            rc = -1;
+        *entries += e;
+        *units += u;
+    }
+    return rc;
+}

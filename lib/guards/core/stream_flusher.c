@@ -1,0 +1,501 @@
+/* The redis-stream flusher thread (see stream_flusher.h). */
+#include "guards/core/stream_flusher.h"
+
+#include "base/db.h"
+#include "base/metrics.h"
+#include "locks/rconn.h"
+#include "base/util.h"
+#include "stock/keys.h"
+#include "stock/store.h"
+
+#include <jansson.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+
+#define GUARD_NAME "redis-stream"
+#define CONNECT_TIMEOUT_MS 500
+#define CMD_TIMEOUT_MS 5000
+#define SKUS_MAX 64            /* distinct SKUs per batch; more wait a batch */
+
+struct sale {
+    char id[48];               /* stream entry id */
+    char sku[STOCK_SKU_MAX + 1];
+    char order_id[STOCK_ID_MAX + 1];
+    char instance[64];
+    long long qty, remaining, t_ms;
+    int valid;                 /* 0: deleted or malformed: only acknowledged */
+    int inserted;              /* this transaction wrote its ledger row */
+};
+
+struct flusher {
+    const struct sflush_conf *conf;
+    const struct db_conf *dbconf;
+    struct rconn_endpoint *ep; /* the shared Redis (the guard's, borrowed) */
+    char instance[64];
+    pthread_t thread;
+    int running;
+    atomic_int stop;
+    redisContext *rc;
+    struct db_conn *db;
+    struct sale sales[SFLUSH_BATCH_MAX];
+    int n;
+};
+
+static struct flusher fl;
+
+/* Counters, read by sflush_export_metrics. */
+static atomic_ullong n_batches, n_entries, n_inserted, n_failures, n_claimed, n_skipped,
+    n_floor;
+static atomic_llong last_batch, lag_max_ms;
+
+const char *sflush_instance(void)
+{
+    return fl.instance;
+}
+
+static long long wall_ms(void)
+{
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    return (long long)tv.tv_sec * 1000 + tv.tv_usec / 1000;
+}
+
+/* Sleep up to ms, waking early when asked to stop. */
+static void nap(long ms)
+{
+    for (long slept = 0; slept < ms && !atomic_load(&fl.stop); slept += 50)
+        util_sleep_ms(ms - slept < 50 ? ms - slept : 50);
+}
+
+/* ---- Redis ------------------------------------------------------------ */
+
+/* KEYS[1] stream, [2] pending entries, [3] pending units; ARGV[1] group,
+ * then (id, sku, qty) triples. An entry is counted off only by the XACK
+ * that removed it from the group's pending list: a claimed entry two
+ * flushers wrote is counted once. */
+static struct rconn_script ack_script = RCONN_SCRIPT(
+    "local n = 0 "
+    "for i = 2, #ARGV, 3 do "
+    "  if redis.call('XACK', KEYS[1], ARGV[1], ARGV[i]) == 1 then "
+    "    n = n + 1 "
+    "    if ARGV[i + 1] ~= '' then "
+    "      if redis.call('HINCRBY', KEYS[2], ARGV[i + 1], -1) <= 0 then "
+    "        redis.call('HDEL', KEYS[2], ARGV[i + 1]) end "
+    "      if redis.call('HINCRBY', KEYS[3], ARGV[i + 1], -tonumber(ARGV[i + 2])) <= 0 then "
+    "        redis.call('HDEL', KEYS[3], ARGV[i + 1]) end "
+    "    end "
+    "  end "
+    "  redis.call('XDEL', KEYS[1], ARGV[i]) "
+    "end "
+    "return n");
+
+static void redis_drop(void)
+{
+    redisFree(fl.rc);
+    fl.rc = NULL;
+}
+
+/* A live context with the group created (from the stream's start: after
+ * Redis lost everything, every entry there is unflushed). 0 or -1. */
+static int redis_ready(void)
+{
+    if (fl.rc && !fl.rc->err)
+        return 0;
+    redis_drop();
+    char err[128];
+    fl.rc = rconn_connect(fl.ep, CONNECT_TIMEOUT_MS, CMD_TIMEOUT_MS, err, sizeof(err));
+    if (!fl.rc)
+        return -1;
+    redisReply *r = redisCommand(fl.rc, "XGROUP CREATE %s %s 0 MKSTREAM", KEYS_SALES_STREAM,
+                                 KEYS_SALES_GROUP);
+    int ok = r && (r->type != REDIS_REPLY_ERROR || strstr(r->str, "BUSYGROUP"));
+    freeReplyObject(r);
+    if (!ok) {
+        redis_drop();
+        return -1;
+    }
+    return 0;
+}
+
+static void field_copy(char *out, size_t outlen, const redisReply *v)
+{
+    snprintf(out, outlen, "%s", v->type == REDIS_REPLY_STRING ? v->str : "");
+}
+
+/* Append the entries of `list` ([id, [field, value, ...]] each) to the
+ * batch. */
+static void take_entries(const redisReply *list)
+{
+    for (size_t i = 0; list && list->type == REDIS_REPLY_ARRAY && i < list->elements &&
+                       fl.n < SFLUSH_BATCH_MAX; i++) {
+        const redisReply *e = list->element[i];
+        if (e->type != REDIS_REPLY_ARRAY || e->elements < 1 ||
+            e->element[0]->type != REDIS_REPLY_STRING)
+            continue;
+        struct sale *s = &fl.sales[fl.n++];
+        memset(s, 0, sizeof(*s));
+        snprintf(s->id, sizeof(s->id), "%s", e->element[0]->str);
+        const redisReply *kv = e->elements >= 2 ? e->element[1] : NULL;
+        int have = 0;
+        for (size_t k = 0; kv && kv->type == REDIS_REPLY_ARRAY && k + 1 < kv->elements; k += 2) {
+            const redisReply *name = kv->element[k], *v = kv->element[k + 1];
+            if (name->type != REDIS_REPLY_STRING || !name->str[0] || name->str[1])
+                continue;
+            switch (name->str[0]) {
+            case 's': field_copy(s->sku, sizeof(s->sku), v); have |= 1; break;
+            case 'o': field_copy(s->order_id, sizeof(s->order_id), v); have |= 2; break;
+            case 'i': field_copy(s->instance, sizeof(s->instance), v); break;
+            case 'q': s->qty = v->type == REDIS_REPLY_STRING ? atoll(v->str) : 0; break;
+            case 'r': s->remaining = v->type == REDIS_REPLY_STRING ? atoll(v->str) : 0; break;
+            case 't': s->t_ms = v->type == REDIS_REPLY_STRING ? atoll(v->str) : 0; break;
+            }
+        }
+        s->valid = have == 3 && s->qty > 0 && s->sku[0] && s->order_id[0];
+        if (kv && kv->type == REDIS_REPLY_ARRAY && !s->valid)
+            fprintf(stderr, "redis-stream flusher: malformed entry %s acknowledged\n", s->id);
+    }
+}
+
+/* Fill the batch: own pending entries first (a restart), then a claim of a
+ * dead consumer's when due, then new ones. Returns 0 (fl.n may be 0) or -1
+ * when Redis failed. */
+static int read_batch(int *own_done, double *next_claim)
+{
+    char count[16], idle[24];
+    snprintf(count, sizeof(count), "%ld", fl.conf->batch);
+    snprintf(idle, sizeof(idle), "%ld", fl.conf->claim_idle_ms);
+    fl.n = 0;
+    redisReply *r;
+    if (!*own_done) {
+        r = redisCommand(fl.rc, "XREADGROUP GROUP %s %s COUNT %s STREAMS %s 0",
+                         KEYS_SALES_GROUP, fl.instance, count, KEYS_SALES_STREAM);
+        if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 1 &&
+            r->element[0]->elements == 2)
+            take_entries(r->element[0]->element[1]);
+        if (r && r->type != REDIS_REPLY_ERROR && fl.n == 0)
+            *own_done = 1;
+    } else if (util_now() >= *next_claim) {
+        *next_claim = util_now() + (double)fl.conf->claim_idle_ms / 2000.0;
+        r = redisCommand(fl.rc, "XAUTOCLAIM %s %s %s %s 0-0 COUNT %s", KEYS_SALES_STREAM,
+                         KEYS_SALES_GROUP, fl.instance, idle, count);
+        if (r && r->type == REDIS_REPLY_ARRAY && r->elements >= 2)
+            take_entries(r->element[1]);
+        if (fl.n > 0) {
+            atomic_fetch_add(&n_claimed, (unsigned long long)fl.n);
+            fprintf(stderr, "redis-stream flusher %s: took over %d unflushed sale(s)\n",
+                    fl.instance, fl.n);
+        }
+    } else {
+        char block[16];
+        snprintf(block, sizeof(block), "%ld", fl.conf->block_ms);
+        r = redisCommand(fl.rc, "XREADGROUP GROUP %s %s COUNT %s BLOCK %s STREAMS %s >",
+                         KEYS_SALES_GROUP, fl.instance, count, block, KEYS_SALES_STREAM);
+        if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 1 &&
+            r->element[0]->elements == 2)
+            take_entries(r->element[0]->element[1]);
+    }
+    int rc = 0;
+    if (!r || r->type == REDIS_REPLY_ERROR) {
+        /* NOGROUP: Redis lost the group (and the stream): recreate it */
+        if (r)
+            fprintf(stderr, "redis-stream flusher: %s\n", r->str);
+        redis_drop();
+        rc = -1;
+    }
+    freeReplyObject(r);
+    return rc;
+}
+
+/* Acknowledge, delete and count off the batch. 0 or -1 (Redis failed:
+ * the entries stay pending and are written again, harmlessly). */
+static int ack_batch(void)
+{
+    int argc = 4 + 3 * fl.n;
+    const char **argv = malloc((size_t)argc * sizeof(*argv));
+    char (*qty)[24] = malloc((size_t)fl.n * sizeof(*qty));
+    if (!argv || !qty) {
+        free(argv);
+        free(qty);
+        return -1;
+    }
+    argv[0] = KEYS_SALES_STREAM;
+    argv[1] = KEYS_SALES_PENDING;
+    argv[2] = KEYS_SALES_PENDING_UNITS;
+    argv[3] = KEYS_SALES_GROUP;
+    for (int i = 0; i < fl.n; i++) {
+        snprintf(qty[i], sizeof(qty[i]), "%lld", fl.sales[i].qty);
+        argv[4 + 3 * i] = fl.sales[i].id;
+        argv[5 + 3 * i] = fl.sales[i].valid ? fl.sales[i].sku : "";
+        argv[6 + 3 * i] = qty[i];
+    }
+    redisReply *r = rconn_script_run(fl.rc, &ack_script, 3, argc, argv);
+    int rc = r && r->type == REDIS_REPLY_INTEGER ? 0 : -1;
+    if (rc != 0) {
+        fprintf(stderr, "redis-stream flusher: acknowledging failed: %s\n",
+                r && r->type == REDIS_REPLY_ERROR ? r->str : fl.rc->errstr);
+        if (rconn_readonly(r))   /* a demoted master: ask Sentinel again */
+            rconn_endpoint_invalidate(fl.ep);
+        if (!r || fl.rc->err || rconn_readonly(r))
+            redis_drop();
+    }
+    freeReplyObject(r);
+    free(argv);
+    free(qty);
+    return rc;
+}
+
+/* ---- MySQL ------------------------------------------------------------ */
+
+/* The batch's valid sales as [[order_id, sku, qty, remaining, instance]]. */
+static char *rows_json(int *nvalid)
+{
+    json_t *a = json_array();
+    *nvalid = 0;
+    for (int i = 0; a && i < fl.n; i++) {
+        const struct sale *s = &fl.sales[i];
+        if (!s->valid)
+            continue;
+        json_t *row = json_pack("[s,s,I,I,s]", s->order_id, s->sku, (json_int_t)s->qty,
+                                (json_int_t)s->remaining, s->instance);
+        if (!row || json_array_append_new(a, row) != 0) {
+            json_decref(a);
+            return NULL;
+        }
+        (*nvalid)++;
+    }
+    char *txt = a ? json_dumps(a, JSON_COMPACT) : NULL;
+    json_decref(a);
+    return txt;
+}
+
+/* The ledger rows of the batch, in the open transaction. Usually one
+ * statement; when an order_id is already there (a replay), one INSERT
+ * IGNORE per sale learns which rows are new. Marks sale.inserted.
+ * Returns 0 or a negative DB_E* code. */
+static long long insert_rows(void)
+{
+    int nvalid;
+    char *rows = rows_json(&nvalid);
+    if (!rows)
+        return DB_ERR;
+    long long n = nvalid ? store_ledger_insert_rows(fl.db, rows, GUARD_NAME) : 0;
+    free(rows);
+    if (n == nvalid) {
+        for (int i = 0; i < fl.n; i++)
+            fl.sales[i].inserted = fl.sales[i].valid;
+        return 0;
+    }
+    if (n >= 0 || n == DB_EDUP) {
+        /* statement undone by InnoDB; the transaction goes on */
+        for (int i = 0; i < fl.n; i++) {
+            struct sale *s = &fl.sales[i];
+            if (!s->valid)
+                continue;
+            long long m = store_ledger_insert_ignore(fl.db, s->order_id, s->sku, s->qty,
+                                                     s->remaining, GUARD_NAME, s->instance);
+            if (m < 0)
+                return m;
+            s->inserted = m == 1;
+            if (!s->inserted)
+                atomic_fetch_add(&n_skipped, 1);
+        }
+        return 0;
+    }
+    return n;
+}
+
+/* One stock update per SKU by the units of the rows this transaction
+ * inserted; never below 0 (stock MySQL does not have was answered from
+ * Redis all the same: counted, and visible in the audit). */
+static long long update_stock(void)
+{
+    const char *sku[SKUS_MAX];
+    long long units[SKUS_MAX];
+    int nsku = 0;
+    for (int i = 0; i < fl.n; i++) {
+        const struct sale *s = &fl.sales[i];
+        if (!s->inserted)
+            continue;
+        int k = 0;
+        while (k < nsku && strcmp(sku[k], s->sku) != 0)
+            k++;
+        if (k == nsku) {
+            if (nsku == SKUS_MAX)
+                return DB_ERR;   /* cannot happen: the caller cut the batch */
+            sku[nsku] = s->sku;
+            units[nsku++] = 0;
+        }
+        units[k] += s->qty;
+    }
+    for (int k = 0; k < nsku; k++) {
+        long long n = store_take_if_enough(fl.db, sku[k], units[k]);
+        if (n == 0) {
+            atomic_fetch_add(&n_floor, 1);
+            fprintf(stderr, "redis-stream flusher: MySQL has fewer than %lld of %s left: "
+                    "stock floored at 0\n", units[k], sku[k]);
+            n = store_take_floor(fl.db, sku[k], units[k]);
+        }
+        if (n < 0)
+            return n;
+    }
+    return 0;
+}
+
+/* Keep at most SKUS_MAX distinct SKUs in the batch; the rest stay pending
+ * in our list and come back with the next read of our own entries. */
+static int cut_batch(void)
+{
+    const char *seen[SKUS_MAX];
+    int nseen = 0;
+    for (int i = 0; i < fl.n; i++) {
+        if (!fl.sales[i].valid)
+            continue;
+        int k = 0;
+        while (k < nseen && strcmp(seen[k], fl.sales[i].sku) != 0)
+            k++;
+        if (k < nseen)
+            continue;
+        if (nseen == SKUS_MAX) {
+            fl.n = i;
+            return 1;
+        }
+        seen[nseen++] = fl.sales[i].sku;
+    }
+    return 0;
+}
+
+/* One transaction for the batch. 0 committed, or a negative DB_E* code
+ * (nothing known to be written: the batch is tried again). */
+static long long write_batch(void)
+{
+    if (!fl.db && !(fl.db = db_connect(fl.dbconf)))
+        return DB_EUNAVAIL;
+    for (int i = 0; i < fl.n; i++)
+        fl.sales[i].inserted = 0;
+    long long n = db_begin(fl.db);
+    if (n == DB_OK)
+        n = insert_rows();
+    if (n == DB_OK)
+        n = update_stock();
+    if (n != DB_OK) {
+        db_rollback(fl.db);
+        return n;
+    }
+    /* A lost COMMIT reply returns an error here: the batch is written
+     * again, and the ledger's unique order_id makes that a no-op. */
+    return db_commit(fl.db);
+}
+
+static void count_batch(void)
+{
+    long long now = wall_ms(), inserted = 0;
+    for (int i = 0; i < fl.n; i++) {
+        const struct sale *s = &fl.sales[i];
+        if (!s->inserted)
+            continue;
+        inserted++;
+        long long lag = s->t_ms > 0 && now > s->t_ms ? now - s->t_ms : 0;
+        metrics_observe("lab_stream_lag_seconds", "", (double)lag / 1000.0);
+        long long max = atomic_load(&lag_max_ms);
+        while (lag > max && !atomic_compare_exchange_weak(&lag_max_ms, &max, lag))
+            ;
+    }
+    atomic_fetch_add(&n_batches, 1);
+    atomic_fetch_add(&n_entries, (unsigned long long)fl.n);
+    atomic_fetch_add(&n_inserted, (unsigned long long)inserted);
+    atomic_store(&last_batch, fl.n);
+}
+
+static void *flusher_main(void *arg)
+{
+    (void)arg;
+    mysql_thread_init();
+    long backoff = 0;
+    int own_done = 0;
+    double next_claim = util_now() + (double)fl.conf->claim_idle_ms / 1000.0;
+    while (!atomic_load(&fl.stop)) {
+        if (backoff > 0)
+            nap(backoff);
+        if (redis_ready() != 0 || read_batch(&own_done, &next_claim) != 0) {
+            backoff = backoff ? backoff * 2 : 50;
+            if (backoff > fl.conf->backoff_max_ms)
+                backoff = fl.conf->backoff_max_ms;
+            continue;
+        }
+        if (fl.n == 0) {
+            backoff = 0;
+            continue;
+        }
+        if (cut_batch())
+            own_done = 0;
+        if (fl.conf->hold_ms > 0)
+            nap(fl.conf->hold_ms);
+        if (atomic_load(&fl.stop))
+            break;
+        long long rc = write_batch();
+        if (rc == DB_OK && ack_batch() == 0) {
+            count_batch();
+            backoff = 0;
+            continue;
+        }
+        /* MySQL (or the acknowledgement) failed: the batch is still in
+         * our pending list; read it again from there, after a pause. */
+        atomic_fetch_add(&n_failures, 1);
+        if (rc != DB_OK && backoff == 0)
+            fprintf(stderr, "redis-stream flusher %s: MySQL write failed (%s); retrying\n",
+                    fl.instance, fl.db ? fl.db->errstr : "out of memory");
+        own_done = 0;
+        backoff = backoff ? backoff * 2 : 50;
+        if (backoff > fl.conf->backoff_max_ms)
+            backoff = fl.conf->backoff_max_ms;
+    }
+    redis_drop();
+    db_free(fl.db);
+    fl.db = NULL;
+    mysql_thread_end();
+    return NULL;
+}
+
+int sflush_start(const struct sflush_conf *conf, const struct db_conf *db,
+                 struct rconn_endpoint *ep, const char *instance, char *err, size_t errlen)
+{
+    snprintf(fl.instance, sizeof(fl.instance), "%s", instance);
+    if (!conf->enabled || !db || fl.running)
+        return 0;
+    fl.conf = conf;
+    fl.dbconf = db;
+    fl.ep = ep;
+    atomic_store(&fl.stop, 0);
+    if (pthread_create(&fl.thread, NULL, flusher_main, NULL) != 0) {
+        snprintf(err, errlen, "cannot start the redis-stream flusher thread");
+        return -1;
+    }
+    fl.running = 1;
+    return 0;
+}
+
+void sflush_stop(void)
+{
+    if (!fl.running)
+        return;
+    atomic_store(&fl.stop, 1);
+    pthread_join(fl.thread, NULL);
+    fl.running = 0;
+}
+
+void sflush_export_metrics(void)
+{
+    metrics_set("lab_stream_batches_total", "", (double)atomic_load(&n_batches));
+    metrics_set("lab_stream_entries_total", "", (double)atomic_load(&n_entries));
+    metrics_set("lab_stream_inserted_total", "", (double)atomic_load(&n_inserted));
+    metrics_set("lab_stream_flush_failures_total", "", (double)atomic_load(&n_failures));
+    metrics_set("lab_stream_claimed_total", "", (double)atomic_load(&n_claimed));
+    metrics_set("lab_stream_replayed_total", "", (double)atomic_load(&n_skipped));
+    metrics_set("lab_stream_floor_total", "", (double)atomic_load(&n_floor));
+    metrics_set("lab_stream_last_batch_size", "", (double)atomic_load(&last_batch));
+    metrics_set("lab_stream_lag_max_seconds", "", (double)atomic_load(&lag_max_ms) / 1000.0);
+}

@@ -1,0 +1,54 @@
+/* The redis-stream flusher: one thread per inventory instance that moves
+ * the sales stream (keys.h KEYS_SALES_STREAM) into MySQL.
+ *
+ * It reads through the consumer group KEYS_SALES_GROUP as consumer
+ * <instance>: first its own pending entries (a restart), then new ones
+ * (XREADGROUP, up to `batch`, BLOCK block_ms), and now and then takes over
+ * entries another consumer read and left unacknowledged for claim_idle_ms
+ * (XAUTOCLAIM: that instance died). Each batch is ONE MySQL transaction: a
+ * multi-row ledger insert, then one stock update per SKU by the units of
+ * the rows actually inserted (a replay after a lost COMMIT reply or a claim
+ * inserts nothing: the ledger's unique order_id), never below 0. Only after
+ * the COMMIT are the entries acknowledged, deleted from the stream and
+ * taken off the per-SKU pending counts, in one script: an entry two
+ * flushers wrote is counted off once. MySQL or Redis failing: the batch is
+ * retried after a bounded backoff, sales keep being answered from Redis,
+ * the stream backs up and drains when MySQL returns. */
+#ifndef LAB_STREAM_FLUSHER_H
+#define LAB_STREAM_FLUSHER_H
+
+#include <stddef.h>
+
+struct db_conf;
+struct rconn_endpoint;
+
+#define SFLUSH_BATCH_MAX 1000
+
+/* The guard's option rows (guard_redis_stream.c) land here. */
+struct sflush_conf {
+    long batch;                /* entries per transaction */
+    long block_ms;             /* XREADGROUP BLOCK */
+    long claim_idle_ms;        /* XAUTOCLAIM min-idle */
+    long backoff_max_ms;       /* longest wait between failed attempts */
+    long hold_ms;              /* tests: wait this long between read and write */
+    int enabled;               /* 0: no flusher thread in this instance */
+    long order_ttl_ms;         /* the sale script's order memory (not ours) */
+};
+
+/* Start the thread (when conf->enabled and db is set). Redis or MySQL down
+ * is not a failure: the thread retries. Returns 0, or -1 with err (thread
+ * or memory). conf and db must outlive the thread. */
+int sflush_start(const struct sflush_conf *conf, const struct db_conf *db,
+                 struct rconn_endpoint *ep, const char *instance, char *err, size_t errlen);
+/* Stop and join the thread (within about block_ms plus one MySQL
+ * transaction); a no-op when not started. */
+void sflush_stop(void);
+
+/* The instance name given to sflush_start ("" before): written into each
+ * sale as the instance that answered it. */
+const char *sflush_instance(void);
+
+/* Mirror the flusher's counters into lib/base/metrics. */
+void sflush_export_metrics(void);
+
+#endif

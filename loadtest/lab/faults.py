@@ -1,0 +1,328 @@
+"""Fault cells (see loadtest/README.md, "Fault scenarios"): pause, crash,
+failover, restart. Each cell runs open-loop buyers (loadgen -R,
+per-second timeline) while a holder request and the driver's fault verbs
+(pause|resume|kill|stop|start) are driven at known moments; then the
+audit, the ledger's sale times (for the time to recover) and the expected
+verdict next to the measured one."""
+
+import json
+import os
+import subprocess
+import threading
+import time
+
+from .drivers import CellSkip
+from .faultplan import OPTION_PROBES, PLAN, expect
+from .cell import run_prefix
+from .net import http_json
+
+
+class FaultRunner:
+    """Runs fault cells through a stack driver (lab.drivers) that has fault verbs."""
+
+    def __init__(self, stack, loadgen, work, log, run_id, sku_prefix):
+        self.stack = stack
+        self.loadgen = loadgen
+        self.work = work
+        self.log = log
+        self.run_id = run_id
+        self.prefix = sku_prefix
+        self.replica_ready = False
+
+    # ---- the stack ------------------------------------------------------
+
+    def ensure(self, need_replica):
+        """Two inventory instances; a Redis replica and Sentinels when a
+        failover cell is to run and the driver can."""
+        self.replica_ready = self.stack.fault_ready(need_replica)
+
+    # ---- requests -------------------------------------------------------
+
+    def inv(self, i):
+        return self.stack.inventory[i - 1]
+
+    def probe(self, c):
+        """A 400 to the cell's body options means this build lacks the guard
+        or an option (fencing, replicas_ack, ...): skip, do not fail."""
+        sku = f"{self.prefix}-{run_prefix(self.run_id, c)}-probe"
+        st, r = http_json("PUT", f"{self.inv(1)}/inventory/{sku}", {"stock": 10})
+        if st != 200:
+            raise RuntimeError(f"seeding {sku} answered {st}: {r}")
+        body = dict(c["fields"], sku=sku, order_id=f"{sku}-1", guard=c["guard"], hold_ms=0)
+        st, r = http_json("POST", f"{self.inv(1)}/inventory/deduct", body, timeout=15)
+        if st == 400:
+            raise CellSkip(f"not in this build: {r.get('detail', r)}"[:200])
+        # A build that does not know an option ignores it: an invalid value
+        # that is not refused means the option is not there.
+        for k, bad in OPTION_PROBES.items():
+            if k in c["fields"]:
+                st, r = http_json("POST", f"{self.inv(1)}/inventory/deduct",
+                                            dict(body, order_id=f"{sku}-{k}", **{k: bad}), timeout=15)
+                if st != 400:
+                    raise CellSkip(f"option {k} not in this build")
+        if c["fields"].get("fencing") is True and not self.has_fence_column():
+            raise CellSkip("fencing not in this build (no inventory.fence column)")
+
+    def has_fence_column(self):
+        p = subprocess.run(["mariadb", "--no-defaults", "-h127.0.0.1", f"-P{self.stack.mysql_port}",
+                            "-uroot", "-N", "-B", "-e",
+                            "SHOW COLUMNS FROM db_shopping.inventory LIKE 'fence'"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=30)
+        return p.returncode == 0 and "fence" in p.stdout
+
+    def body(self, c, extra):
+        b = {"sku": c["sku"], "qty": 1, "guard": c["guard"]}
+        b.update(c["fields"])
+        b.update(extra)
+        return b
+
+    def holder(self, url, body, timeout, out):
+        def go():
+            t = time.time()
+            try:
+                st, r = http_json("POST", url + "/inventory/deduct", body, timeout=timeout)
+            except OSError as e:
+                st, r = 0, {"error": "no_answer", "detail": str(e)[:100]}
+            out.update({"status": st, "answer": r, "sent_at": t, "done_at": time.time()})
+        th = threading.Thread(target=go, daemon=True)
+        th.start()
+        return th
+
+    def ledger_times(self, sku):
+        """[(unix time, instance, order_id)] of the SKU's sales, oldest first."""
+        port = self.stack.mysql_port
+        q = ("SELECT UNIX_TIMESTAMP(created_at), instance, order_id FROM db_shopping.ledger "
+             f"WHERE sku='{sku}' ORDER BY created_at, id")
+        p = subprocess.run(["mariadb", "--no-defaults", "-h127.0.0.1", f"-P{port}", "-uroot", "-N",
+                            "-B", "-e", q], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True, timeout=30)
+        if p.returncode != 0:
+            raise RuntimeError(f"reading the ledger failed: {p.stderr.strip()[:200]}")
+        rows = []
+        for line in p.stdout.splitlines():
+            parts = line.split("\t")
+            if len(parts) == 3:
+                rows.append((float(parts[0]), parts[1], parts[2]))
+        return rows
+
+    # ---- one cell -------------------------------------------------------
+
+    def run(self, c):
+        plan = PLAN[c["fault"]]
+        c.update({"instances": 2, "path": "direct", "stock": plan["stock"], "requests": 0,
+                  "concurrency": 16, "threads": 2, "hold_ms": c.get("hold_ms", 0) or 0,
+                  "rate": plan["rate"]})
+        c["expected"], c["expected_why"] = expect(c["fault"], c["guard"], c["fields"])
+        if c["fault"] == "failover":
+            if not self.replica_ready:
+                raise CellSkip("needs up --redis-replica (redis-sentinel not installed?)")
+            self.stack.reset_redis_topology()
+        self.probe(c)
+        prefix = run_prefix(self.run_id, c)
+        c["sku"] = sku = f"{self.prefix}-{prefix}"
+        st, r = http_json("PUT", f"{self.inv(1)}/inventory/{sku}", {"stock": c["stock"]})
+        if st != 200:
+            raise RuntimeError(f"seeding {sku} answered {st}: {r}")
+
+        buyers = self.body(c, {"order_id": f"{prefix}-{{seq}}", "hold_ms": 20})
+        buyers.setdefault("lock_wait_ms", 3000)
+        for k, v in list(buyers.items()):
+            if isinstance(v, str):
+                buyers[k] = v.replace("{", "\\{") if k != "order_id" else v
+        jpath = os.path.join(self.work, f"cell-{c['cell']}.loadgen.json")
+        cmd = [self.loadgen, "-t", "2", "-c", "16", "-R", str(plan["rate"]),
+               "-d", f"{plan['duration']}s", "--timeout", "20s", "--progress", "off",
+               "--json", jpath, "-m", "POST", "-H", "Content-Type: application/json",
+               "-b", json.dumps(buyers, separators=(",", ":"))]
+        for i in plan["buyers"]:
+            cmd += ["-u", self.inv(i) + "/inventory/deduct"]
+        c["loadgen_cmd"] = " ".join(cmd)
+        self.log.write(f"$ {c['loadgen_cmd']}\n")
+        self.log.flush()
+        events, hold = [], {}
+
+        def at(t):
+            d = t0 + t - time.time()
+            if d > 0:
+                time.sleep(d)
+
+        def ev(what, kind="fault"):
+            events.append({"t": round(time.time() - t0, 2), "what": what, "kind": kind})
+
+        if c["fault"] == "crash" and c["fields"].get("acquire") == "setnx-then-expire":
+            # test-only knob (lib/base/rlock_modes.c): inventory-1 sleeps 3 s
+            # between SETNX and PEXPIRE, so the kill lands between them
+            self.stack.stop("inventory-1")
+            self.stack.start("inventory-1", env={"LAB_TEST_SETNX_PAUSE_MS": "3000"})
+        t0 = time.time()
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        th = None
+        after_cell = []
+        try:
+            th = getattr(self, "_" + c["fault"])(c, at, ev, hold, prefix, after_cell)
+        finally:
+            try:
+                out, _ = proc.communicate(timeout=plan["duration"] + 60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                out, _ = proc.communicate()
+            if th is not None:
+                th.join(timeout=30)
+            for f in after_cell:
+                f()
+        self.log.write(out + "\n")
+        if proc.returncode != 0 or not os.path.exists(jpath):
+            raise RuntimeError(f"loadgen exited {proc.returncode}: {out.strip()[-300:]}")
+        with open(jpath, encoding="utf-8") as f:
+            lg = json.load(f)
+        os.unlink(jpath)
+        time.sleep(1)   # answers still on their way
+        self.finish(c, lg, events, hold, t0)
+
+    # pause: the holder stalls past its lease, a buyer sells, the holder wakes
+    def _pause(self, c, at, ev, hold, prefix, after):
+        at(1.0)
+        th = self.holder(self.inv(1), self.body(c, {"order_id": f"{prefix}-holder", "hold_ms": 2500,
+                                                    "lock_wait_ms": 5000}), 30, hold)
+        ev("holder in (inventory-1, hold_ms 2500)", "mark")
+        time.sleep(0.6)   # it holds the lock by then (buyers hold it 20 ms at a time)
+        ev("pause inventory-1")
+        self.stack.pause("inventory-1")
+        after.append(lambda: self.stack.resume("inventory-1", check=False))
+        time.sleep(4.0)   # > the leases (1 s); the holder's hold_ms is over by then
+        ev("resume inventory-1", "end")
+        self.stack.resume("inventory-1")
+        return th
+
+    # crash: the holder dies holding the lock
+    def _crash(self, c, at, ev, hold, prefix, after):
+        after.append(lambda: self.stack.start("inventory-1"))
+        at(1.0)
+        th = self.holder(self.inv(1), self.body(c, {"order_id": f"{prefix}-holder", "hold_ms": 5000,
+                                                    "lock_wait_ms": 3000}), 30, hold)
+        ev("holder in (inventory-1, hold_ms 5000)", "mark")
+        time.sleep(0.5)   # it holds the lock by then
+        ev("kill inventory-1")
+        self.stack.kill("inventory-1")
+        return th
+
+    # failover: stalled replica, lock on the master, master killed, promotion
+    def _failover(self, c, at, ev, hold, prefix, after):
+        redlock = c["guard"] == "redlock"
+        rport = self.stack.port("redis")
+        at(1.0)
+        if not redlock:
+            self.stack.pause("redis-replica")
+            after.append(lambda: self.stack.resume("redis-replica", check=False))
+            # what the master already sent sits in the stalled replica's
+            # socket: cut the link, so the lock below reaches no replica
+            self.stack.redis_cli(rport, "CLIENT", "KILL", "TYPE", "replica")
+            ev("pause redis-replica (link cut)", "mark")
+        at(1.3)
+        th = self.holder(self.inv(1), self.body(c, {"order_id": f"{prefix}-holder", "hold_ms": 6000,
+                                                    "lock_ttl_ms": 10000, "lock_wait_ms": 5000}),
+                         40, hold)
+        ev("holder A in (inventory-1, hold_ms 6000)", "mark")
+        time.sleep(0.5)   # A holds the lock by then
+        if redlock:
+            ev("kill redis-m1")
+            self.stack.kill("redis-m1")
+            self.stack.start("redis-m1")
+            ev("redis-m1 back, empty", "end")
+        else:
+            ev("kill redis (master)")
+            self.stack.kill("redis")
+            self.stack.resume("redis-replica")
+            deadline = time.time() + 20
+            while time.time() < deadline and self.stack.sentinel_master_port() != self.stack.port("redis-replica"):
+                time.sleep(0.1)
+            if self.stack.sentinel_master_port() == self.stack.port("redis-replica"):
+                ev("Sentinel promoted redis-replica", "end")
+            else:
+                ev("no promotion within 20 s", "end")
+        b = {}
+        self.holder(self.inv(2), self.body(c, {"order_id": f"{prefix}-B", "hold_ms": 0,
+                                               "lock_wait_ms": 8000}), 20, b).join(25)
+        ev(f"buyer B: {b.get('status')} {b.get('answer', {}).get('error', 'sold') if b.get('status') != 200 else 'sold'}",
+           "mark")
+        hold["buyer_b"] = b
+        if not redlock:
+            # the old master comes back empty and Sentinel makes it a replica
+            ev("redis back (Sentinel makes it a replica)", "mark")
+            self.stack.start("redis")
+        return th
+
+    # restart: MariaDB, then the Redis master, away for 2 s each
+    def _restart(self, c, at, ev, hold, prefix, after):
+        at(2.0)
+        ev("stop mysql")
+        self.stack.stop("mysql")
+        at(4.0)
+        ev("mysql back", "end")
+        self.stack.start("mysql")
+        at(7.0)
+        m = self.stack.current_master(self.replica_ready)
+        ev(f"stop {m} (Redis master)")
+        self.stack.stop(m)
+        at(9.0)
+        ev(f"{m} back", "end")
+        self.stack.start(m)
+        return None
+
+    # ---- results --------------------------------------------------------
+
+    def finish(self, c, lg, events, hold, t0):
+        st, audit = http_json("GET", f"{self.inv(2)}/inventory/{c['sku']}/audit")
+        if st != 200:
+            raise RuntimeError(f"audit of {c['sku']} answered {st}: {audit}")
+        sales = self.ledger_times(c["sku"])
+        by_status = dict(lg["by_status"])
+        by_error = dict(lg["by_error"])
+        for h in (hold, hold.get("buyer_b") or {}):
+            if "status" in h:
+                k = str(h["status"])
+                by_status[k] = by_status.get(k, 0) + 1
+                e = (h.get("answer") or {}).get("error")
+                if e and h["status"] != 200:
+                    by_error[e] = by_error.get(e, 0) + 1
+        ok = sum(v for k, v in by_status.items() if k in ("200", "201"))
+        dur = lg["duration_s"] or 1e-9
+        fenced = by_error.get("fenced", 0)
+        n503 = by_status.get("503", 0)
+        recover = []
+        for i, e in enumerate(events):
+            if e["kind"] != "fault":
+                continue
+            # from the fault to the first sale after it (after the matching
+            # "end" event when there is one: a restart's backend back)
+            start = t0 + e["t"]
+            nxt = next((x for x in events[i + 1:] if x["kind"] == "end"), None)
+            after = t0 + nxt["t"] if nxt and c["fault"] == "restart" else start
+            first = next((s for s in sales if s[0] >= after and not s[2].endswith("-holder")), None)
+            recover.append({"fault": e["what"], "at_s": e["t"],
+                            "recover_s": round(first[0] - start, 2) if first else None})
+        consistent = bool(audit["consistent"])
+        if c["fault"] == "crash":
+            held = consistent and all(r["recover_s"] is not None for r in recover)
+        else:
+            held = consistent and audit["oversold"] == 0
+        hans = hold.get("answer") or {}
+        c.update({
+            "status": "ok",
+            "sold": audit["sold"], "oversold": audit["oversold"],
+            "lost_updates": audit["lost_updates"], "consistent": consistent,
+            "stock_left": audit["stock"], "initial": audit["initial"], "orders_written": None,
+            "successes": ok, "answered": lg["requests"] + (1 if "status" in hold else 0),
+            "duration_s": lg["duration_s"], "rps": round(lg["requests"] / dur, 1),
+            "ok_per_s": round(ok / dur, 1), "latency_ms": lg["latency_ms"], "latency_curve": [],
+            "by_status": by_status, "by_error": by_error, "socket_errors": lg["errors"],
+            "reconnects": lg.get("reconnects", 0), "requests": lg["requests"],
+            "fenced": fenced, "n503": n503,
+            "holder": {"status": hold.get("status"), "error": hans.get("error"),
+                       "detail": (hans.get("detail") or "")[:160]} if hold else None,
+            "measured": "held" if held else "broke",
+            "events": events, "recovery": recover,
+            "recover_s": next((r["recover_s"] for r in recover), None),
+            "timeline": lg.get("timeline", {}),
+        })
+

@@ -1,0 +1,187 @@
+"""Measuring: run a scenario's cells (each --repeat times) through a stack
+driver and write results.json. Nothing here renders; lab.render reads the
+file this writes."""
+
+import copy
+import datetime
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from . import ROOT
+from .cell import run_cell
+from .drivers import CellSkip, LocalStack
+from .faults import FaultRunner
+from .machine import git_rev, machine_info
+from .net import http_json
+from .scenario import expand_cells
+from .verdicts import aggregate_runs, matrix_of, measured_text, recover_text, verdict
+
+SCENARIO_KEYS = ("name", "description", "guards", "instances", "path", "stock", "requests",
+                 "concurrency", "threads", "hold_ms", "rate", "timeout", "fields", "variants", "fault")
+
+
+class StackDown(Exception):
+    """The stack did not start; str() is what it said."""
+
+
+def cell_tag(c, n):
+    if c.get("fault"):
+        return f"[{c['cell']}/{n}] {c['label']}"
+    return (f"[{c['cell']}/{n}] {c['label']} x{c['instances']} {c['path']} "
+            f"stock {c['stock']} req {c['requests']} conn {c['concurrency']} hold {c['hold_ms']}"
+            f"{' rate ' + str(c['rate']) if c['rate'] else ''}")
+
+
+def run_one(c, sc, stack, faults, run_id, loadgen, out, log):
+    """One run of one cell, in place: status ok | skipped | error."""
+    try:
+        if c.get("fault"):
+            if faults is None:
+                raise CellSkip("fault scenarios need a stack driver with fault verbs "
+                               "(the embedded stack, deploy/local/stack)")
+            faults.run(c)
+            return
+        stack.up(c["instances"])
+        if c["path"] == "order":
+            stack.ensure_order()
+        run_cell(c, sc, stack, run_id, loadgen, out, log)
+    except CellSkip as e:
+        c.update({"status": "skipped", "reason": str(e)})
+    except (RuntimeError, OSError, ValueError, KeyError, subprocess.SubprocessError) as e:
+        c.update({"status": "error", "reason": str(e).splitlines()[0][:200] if str(e) else type(e).__name__})
+        log.write(f"cell {c['cell']} error: {e}\n")
+
+
+def run_line(c):
+    if c.get("status") == "skipped":
+        return f"skipped: {c['reason']}"
+    if c.get("status") != "ok":
+        return f"error: {c['reason']}"
+    if c.get("fault"):
+        return (f"expected {c['expected']}, measured {c['measured']} ({measured_text(c)}); "
+                f"recover {recover_text(c)}")
+    return f"{verdict(c)}, {c['ok_per_s']} ok/s, p99 {c['latency_ms']['p99']} ms"
+
+
+def measure(sc, stack, loadgen, out, repeat, log):
+    """Runs every cell `repeat` times; returns (cells, machine, interrupted).
+    Raises StackDown when the stack does not start."""
+    run_id = time.strftime("%H%M%S", time.gmtime()) + f"{os.getpid() % 10000:04d}"
+    cells, interrupted, faults = [], False, None
+    try:
+        try:
+            if sc["fault"] and stack.supports_faults:
+                faults = FaultRunner(stack, loadgen, out, log, run_id, sc["sku_prefix"])
+                faults.ensure("failover" in sc["fault"])
+            else:
+                stack.up(min(sc["instances"]) if not stack.supports_faults else sc["instances"][0])
+        except (RuntimeError, CellSkip) as e:
+            raise StackDown(str(e)) from None
+        st, gj = http_json("GET", stack.inventory[0] + "/guards")
+        available = [g["name"] for g in gj.get("guards", [])] if st == 200 else []
+        cells = expand_cells(sc, available)
+        print(f"compare: guards in this build: {' '.join(available)}; {len(cells)} cells"
+              f"{f', {repeat} runs each' if repeat > 1 else ''}", flush=True)
+        for c in cells:
+            tag = cell_tag(c, len(cells))
+            if c["guard"] not in available:
+                c.update({"status": "skipped", "reason": "guard not in this build"})
+                print(f"{tag}: skipped: guard '{c['guard']}' not in this build", flush=True)
+                continue
+            runs = []
+            for r in range(1, repeat + 1):
+                one = copy.deepcopy(c)
+                one["run"] = r
+                run_one(one, sc, stack, faults, run_id, loadgen, out, log)
+                runs.append(one)
+                rtag = f"{tag} run {r}/{repeat}" if repeat > 1 else tag
+                print(f"{rtag}: {run_line(one)}", flush=True)
+                if one["status"] == "skipped":
+                    break   # the same reason holds for every run
+            c.clear()
+            c.update(aggregate_runs(runs))
+        machine = machine_info(stack)
+    except KeyboardInterrupt:
+        interrupted = True
+        print("compare: interrupted; writing what was measured", file=sys.stderr)
+        machine = machine_info(None)
+    return [c for c in cells if "status" in c], machine, interrupted
+
+
+def results_doc(sc, cells, machine, interrupted, t0, now, loadgen, repeat, driver):
+    """The results.json document: the single source every rendering reads."""
+    res = {
+        "version": 2, "started": now.strftime("%Y-%m-%d %H:%M:%S UTC"),
+        "elapsed_s": round(time.time() - t0, 1), "interrupted": interrupted,
+        "git": git_rev(), "machine": machine,
+        "run_id": now.strftime("%H%M%S") + f"{os.getpid() % 10000:04d}",
+        "loadgen": os.path.relpath(loadgen, ROOT),
+        "port_base": os.environ.get("LAB_PORT_BASE", ""),
+        "driver": driver, "repeat": repeat,
+        "scenario": {k: sc[k] for k in SCENARIO_KEYS},
+        "cells": cells,
+    }
+    sfile = os.path.abspath(sc["file"])
+    res["scenario"]["file"] = os.path.relpath(sfile, ROOT) if sfile.startswith(ROOT + os.sep) else sfile
+    res["matrix"] = matrix_of(cells)
+    return res
+
+
+def write_results(res, out):
+    with open(os.path.join(out, "results.json"), "w", encoding="utf-8") as f:
+        json.dump(res, f, indent=1)
+        f.write("\n")
+
+
+def run_scenarios(scs, stack, loadgen, out, repeat, log):
+    """Measure one or more parsed scenarios on one stack into one
+    results.json (several: `make demo SCENARIO=all`). Returns the document."""
+    t0 = time.time()
+    now = datetime.datetime.now(datetime.timezone.utc)
+
+    def on_term(signum, frame):
+        raise KeyboardInterrupt
+    signal.signal(signal.SIGTERM, on_term)
+
+    all_cells, machine, interrupted = [], None, False
+    try:
+        for i, sc in enumerate(scs):
+            if interrupted:
+                break
+            print(f"compare: scenario {sc['name']} ({sc['file']}), stack {stack.dir}"
+                  f"{' (LAB_PORT_BASE=' + os.environ['LAB_PORT_BASE'] + ')' if os.environ.get('LAB_PORT_BASE') else ''}",
+                  flush=True)
+            cells, machine, interrupted = measure(sc, stack, loadgen, out, repeat, log)
+            for c in cells:
+                if len(scs) > 1:
+                    c["scenario"] = sc["name"]
+                c["cell"] = len(all_cells) + 1
+                all_cells.append(c)
+    finally:
+        if stack.started_here and not getattr(stack, "keep", False):
+            stack.down()
+            print(f"compare: stack stopped ({stack.dir})")
+        elif stack.instances is not None and isinstance(stack, LocalStack):
+            why = "--keep" if getattr(stack, "keep", False) else "it was running before"
+            print(f"compare: stack left running in {stack.dir} ({why}); stop it with "
+                  f"deploy/local/stack down --dir {stack.dir}")
+    sc0 = scs[0] if len(scs) == 1 else merged_scenario(scs)
+    res = results_doc(sc0, all_cells, machine or machine_info(None), interrupted, t0, now,
+                      loadgen, repeat, stack.name)
+    if len(scs) > 1:
+        res["scenarios"] = [{k: s[k] for k in ("name", "description", "file")} for s in scs]
+    write_results(res, out)
+    return res
+
+
+def merged_scenario(scs):
+    """The scenario block of a report over several scenarios."""
+    m = dict(scs[0])
+    m["name"] = " + ".join(s["name"] for s in scs)
+    m["description"] = "; ".join(f"{s['name']}: {s['description']}" for s in scs if s.get("description"))
+    m["fault"] = [f for s in scs for f in s["fault"]]
+    return m

@@ -1,0 +1,268 @@
+"""Scenario files (format: loadtest/scenarios/default.conf's header): parse
+with FILE:LINE: reasons, and expand a scenario into its cells."""
+
+import itertools
+import os
+import re
+
+from . import SCEN_DIR
+from .faultplan import FAULTS, expect
+
+
+class ScenarioError(Exception):
+    """A bad scenario file; str() is 'FILE:LINE: reason'."""
+
+
+LIST_INT_KEYS = {
+    # key: (min, max)
+    "instances": (1, 16),
+    "stock": (0, 10**12),
+    "requests": (1, 100_000_000),
+    "concurrency": (1, 100_000),
+    "hold_ms": (0, 10_000),
+    "rate": (0, 10_000_000),
+}
+SCALAR_INT_KEYS = {"threads": (1, 256), "timeout": (1, 3600)}
+TEXT_KEYS = {"name", "description", "sku_prefix"}
+REPEAT_KEYS = {"variant", "field"}
+# Keys a variant may override instead of sending them in the body.
+OVERRIDE_KEYS = {"stock", "requests", "concurrency", "threads", "rate", "hold_ms"}
+# Body fields the runner writes itself.
+RESERVED_FIELDS = {"sku", "order_id", "user_id", "qty"}
+PATHS = ("direct", "order")
+DRAIN_WAIT_S = 30   # longest wait for a write-behind cell's queue before its audit
+
+DEFAULTS = {
+    "instances": [2], "path": ["direct"], "stock": [1000], "requests": [2000],
+    "concurrency": [32], "hold_ms": [0], "rate": [0], "threads": 2, "timeout": 10,
+    "sku_prefix": "CMP",
+}
+
+
+def _split_list(value):
+    return [v for v in re.split(r"[\s,]+", value.strip()) if v]
+
+
+def _int(text, lo, hi, what):
+    if not re.fullmatch(r"[0-9]+", text):
+        raise ValueError(f"{what} must be a whole number, got '{text}'")
+    v = int(text)
+    if v < lo or v > hi:
+        raise ValueError(f"{what} must be {lo}..{hi}, got {v}")
+    return v
+
+
+def _field_value(text):
+    """key=value text to a JSON value: whole numbers, true/false, else string."""
+    if re.fullmatch(r"-?[0-9]+", text):
+        return int(text)
+    if text in ("true", "false"):
+        return text == "true"
+    return text
+
+
+def _pairs(text, what):
+    out = {}
+    for tok in text.split():
+        if "=" not in tok:
+            raise ValueError(f"{what}: expected key=value, got '{tok}'")
+        k, v = tok.split("=", 1)
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", k):
+            raise ValueError(f"{what}: bad field name '{k}'")
+        if v == "":
+            raise ValueError(f"{what}: empty value for '{k}'")
+        if k in out:
+            raise ValueError(f"{what}: '{k}' given twice")
+        out[k] = v
+    if not out:
+        raise ValueError(f"{what}: needs at least one key=value")
+    return out
+
+
+def parse_scenario(path):
+    """Parse a scenario file. Returns a dict; raises ScenarioError."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().split("\n")
+    except (OSError, UnicodeDecodeError) as e:
+        raise ScenarioError(f"{path}:0: cannot read: {e}") from None
+    sc = {"file": path, "variants": [], "fields": {}}
+    seen = {}
+    for no, raw in enumerate(lines, 1):
+        line = re.sub(r"(^|\s)#.*$", "", raw).strip()
+        if not line:
+            continue
+
+        def fail(msg, no=no):
+            raise ScenarioError(f"{path}:{no}: {msg}")
+
+        if "=" not in line:
+            fail(f"expected 'key = value', got '{line}'")
+        key, value = (s.strip() for s in line.split("=", 1))
+        if not re.fullmatch(r"[a-z_]+", key):
+            fail(f"bad key '{key}'")
+        known = set(LIST_INT_KEYS) | set(SCALAR_INT_KEYS) | TEXT_KEYS | REPEAT_KEYS | {"guards", "path", "fault"}
+        if key not in known:
+            fail(f"unknown key '{key}' (known: {', '.join(sorted(known))})")
+        if key in seen and key not in REPEAT_KEYS:
+            fail(f"'{key}' already set on line {seen[key]}")
+        seen[key] = no
+        if value == "":
+            fail(f"'{key}' needs a value")
+        try:
+            if key in LIST_INT_KEYS:
+                lo, hi = LIST_INT_KEYS[key]
+                vals = [_int(v, lo, hi, key) for v in _split_list(value)]
+                if len(set(vals)) != len(vals):
+                    fail(f"'{key}' lists a value twice")
+                sc[key] = vals
+            elif key in SCALAR_INT_KEYS:
+                lo, hi = SCALAR_INT_KEYS[key]
+                sc[key] = _int(value, lo, hi, key)
+            elif key in TEXT_KEYS:
+                if key == "sku_prefix" and not re.fullmatch(r"[A-Za-z0-9_-]{1,20}", value):
+                    fail("sku_prefix must be 1..20 of A-Z a-z 0-9 _ -")
+                sc[key] = value
+            elif key == "path":
+                vals = _split_list(value)
+                for v in vals:
+                    if v not in PATHS:
+                        fail(f"path must be direct or order, got '{v}'")
+                if len(set(vals)) != len(vals):
+                    fail("'path' lists a value twice")
+                sc["path"] = vals
+            elif key == "fault":
+                vals = _split_list(value)
+                for v in vals:
+                    if v not in FAULTS:
+                        fail(f"fault must be one of {', '.join(FAULTS)}, got '{v}'")
+                if len(set(vals)) != len(vals):
+                    fail("'fault' lists a value twice")
+                sc["fault"] = vals
+            elif key == "guards":
+                vals = _split_list(value)
+                if "all" in vals and len(vals) > 1:
+                    fail("'all' cannot be combined with guard names")
+                for v in vals:
+                    if not re.fullmatch(r"[a-z0-9-]{1,32}", v):
+                        fail(f"bad guard name '{v}'")
+                if len(set(vals)) != len(vals):
+                    fail("'guards' lists a guard twice")
+                sc["guards"] = vals
+            elif key == "field":
+                for k, v in _pairs(value, "field").items():
+                    if k in RESERVED_FIELDS:
+                        fail(f"field '{k}' is set by the runner")
+                    if k in OVERRIDE_KEYS or k == "guard":
+                        fail(f"field '{k}': use the '{k if k != 'guard' else 'guards'}' key")
+                    if k in sc["fields"]:
+                        fail(f"field '{k}' already set")
+                    sc["fields"][k] = _field_value(v)
+            elif key == "variant":
+                if ":" not in value:
+                    fail("variant needs 'LABEL : key=value ...'")
+                label, rest = (s.strip() for s in value.split(":", 1))
+                if not re.fullmatch(r"[A-Za-z0-9_./+-]{1,64}", label):
+                    fail(f"bad variant label '{label}' (1..64 of A-Z a-z 0-9 _ . / + -)")
+                if any(v["label"] == label for v in sc["variants"]):
+                    fail(f"variant '{label}' defined twice")
+                pairs = _pairs(rest, f"variant {label}")
+                if "guard" not in pairs:
+                    fail(f"variant {label}: guard=NAME is required")
+                if not re.fullmatch(r"[a-z0-9-]{1,32}", pairs["guard"]):
+                    fail(f"variant {label}: bad guard name '{pairs['guard']}'")
+                over, fields = {}, {}
+                for k, v in pairs.items():
+                    if k == "guard":
+                        continue
+                    if k in RESERVED_FIELDS:
+                        fail(f"variant {label}: field '{k}' is set by the runner")
+                    if k in OVERRIDE_KEYS:
+                        lo, hi = LIST_INT_KEYS.get(k) or SCALAR_INT_KEYS[k]
+                        over[k] = _int(v, lo, hi, f"variant {label}: {k}")
+                    else:
+                        fields[k] = _field_value(v)
+                sc["variants"].append({"label": label, "guard": pairs["guard"],
+                                       "overrides": over, "fields": fields, "line": no})
+        except ValueError as e:
+            fail(str(e))
+    if sc.get("fault") and len(sc["fault"]) > 1 and (sc["variants"] or "guards" in sc):
+        raise ScenarioError(f"{path}:{seen['fault']}: several faults take their cells from their "
+                            "own files: no 'guards' or 'variant' here")
+    if "guards" not in sc and not sc["variants"] and not (sc.get("fault") and len(sc["fault"]) > 1):
+        last = len(lines) - (1 if lines and lines[-1] == "" else 0)
+        raise ScenarioError(f"{path}:{max(last, 1)}: no 'guards' and no 'variant' lines: nothing to run")
+    for k, v in DEFAULTS.items():
+        sc.setdefault(k, v)
+    sc.setdefault("guards", [])
+    sc.setdefault("fault", [])
+    sc.setdefault("name", os.path.splitext(os.path.basename(path))[0])
+    sc.setdefault("description", "")
+    return sc
+
+
+def resolve_scenario(arg):
+    if os.sep in arg or arg.endswith(".conf") or os.path.exists(arg):
+        return arg
+    return os.path.join(SCEN_DIR, arg + ".conf")
+
+
+def guard_rows(sc, available):
+    """The guard axis: [{label, guard, overrides, fields}]. `available` is the
+    running build's guard list (or None when unknown)."""
+    rows = []
+    names = sc["guards"]
+    if names == ["all"]:
+        names = list(available or [])
+    for g in names:
+        rows.append({"label": g, "guard": g, "overrides": {}, "fields": {}})
+    for v in sc["variants"]:
+        rows.append({"label": v["label"], "guard": v["guard"],
+                     "overrides": v["overrides"], "fields": v["fields"]})
+    return rows
+
+
+def expand_fault_cells(sc, available):
+    """A fault scenario's cells: its own rows (one fault), or every row of
+    each named fault's file (loadtest/scenarios/FAULT.conf)."""
+    if len(sc["fault"]) == 1:
+        parts = [(sc["fault"][0], sc)]
+    else:
+        parts = [(f, parse_scenario(resolve_scenario(f))) for f in sc["fault"]]
+    cells = []
+    for f, sub in parts:
+        for row in guard_rows(sub, available):
+            fields = dict(sub["fields"])
+            fields.update(row["fields"])
+            exp, why = expect(f, row["guard"], fields)
+            cells.append({"label": f"{f}/{row['label']}", "guard": row["guard"], "fault": f,
+                          "fields": fields, "instances": 2, "path": "direct", "stock": 0,
+                          "requests": 0, "concurrency": 0, "threads": 2, "hold_ms": 0, "rate": 0,
+                          "expected": exp, "expected_why": why})
+    for i, c in enumerate(cells, 1):
+        c["cell"] = i
+    return cells
+
+
+def expand_cells(sc, available):
+    if sc.get("fault"):
+        return expand_fault_cells(sc, available)
+    cells = []
+    rows = guard_rows(sc, available)
+    for inst, path, stock, req, conc, hold, rate in itertools.product(
+            sc["instances"], sc["path"], sc["stock"], sc["requests"],
+            sc["concurrency"], sc["hold_ms"], sc["rate"]):
+        for row in rows:
+            c = {"label": row["label"], "guard": row["guard"], "instances": inst,
+                 "path": path, "stock": stock, "requests": req, "concurrency": conc,
+                 "threads": sc["threads"], "hold_ms": hold, "rate": rate}
+            c.update(row["overrides"])
+            fields = dict(sc["fields"])
+            fields.update(row["fields"])
+            c["fields"] = fields
+            cells.append(c)
+    for i, c in enumerate(cells, 1):
+        c["cell"] = i
+    return cells
+
+

@@ -1,0 +1,75 @@
+"""lab.render: every view comes from results.json alone (a folder holding
+only that file renders), verdicts reach every view, text is escaped, the
+HTML loads nothing from the network."""
+
+import csv
+import json
+import os
+import re
+import tempfile
+import unittest
+
+from fixtures import fault_cell, load_cell, results
+from lab.render import render_dir
+from lab.render.html import render_html
+from lab.render.md import render_md
+from lab.render.text import fault_text_table, text_table
+from lab.verdicts import matrix_of
+
+
+def sample():
+    cells = [load_cell(1, "none", 1, 2000, 1000, 1825, False, 2000),
+             load_cell(2, "conditional-update", 1, 1000, 0, 0, True, 1000),
+             load_cell(3, "none", 2, 1999, 999, 1861, False, 1999),
+             load_cell(4, "conditional-update", 2, 1000, 0, 0, True, 1000),
+             fault_cell(5, "pause", "redis-lock", "broke", "broke", lost=47),
+             {"cell": 6, "label": "redis-lock/no-watchdog", "guard": "redis-lock", "instances": 2,
+              "path": "direct", "stock": 1000, "requests": 2000, "concurrency": 32, "threads": 2,
+              "hold_ms": 250, "rate": 0, "fields": {"watchdog": False}, "status": "skipped",
+              "reason": "guard not in this build"}]
+    res = results(cells)
+    res["matrix"] = matrix_of(cells)
+    return res
+
+
+class RenderTest(unittest.TestCase):
+    def test_render_dir_reads_only_results_json(self):
+        with tempfile.TemporaryDirectory() as d:
+            with open(os.path.join(d, "results.json"), "w", encoding="utf-8") as f:
+                json.dump(sample(), f)
+            render_dir(d)
+            self.assertEqual(sorted(os.listdir(d)),
+                             ["report.html", "report.md", "results.csv", "results.json"])
+            with open(os.path.join(d, "results.csv"), encoding="utf-8") as f:
+                rows = list(csv.DictReader(f))
+            self.assertEqual(len(rows), 6)
+            self.assertEqual(rows[0]["verdict"], "oversold 1000 units, lost 1825 updates")
+
+    def test_markdown(self):
+        md = render_md(sample())
+        self.assertIn("| `conditional-update` | consistent | consistent |", md)
+        self.assertIn("**oversold 999 units, lost 1861 updates**", md)
+        self.assertIn("## Faults", md)
+        self.assertIn("skipped: guard not in this build", md)
+        self.assertNotIn("<script>", md)
+
+    def test_html(self):
+        h = render_html(sample())
+        self.assertIn('<table class="verdicts">', h)
+        self.assertIn("oversold 1000 units, lost 1825 updates", h)
+        self.assertIn("&lt;script&gt;x&lt;/script&gt; &amp;", h)
+        self.assertNotIn("<script", h)
+        self.assertIsNone(re.search(r'(src|href)="https?://', h))
+        self.assertGreaterEqual(h.count("<svg"), 4)
+        self.assertIn("pause/redis-lock", h)
+
+    def test_text_tables(self):
+        cells = sample()["cells"]
+        t = text_table(cells)
+        self.assertEqual(len(t.splitlines()), 2 + len(cells))
+        ft = fault_text_table(cells)
+        self.assertIn("broke (as expected)", ft)
+
+
+if __name__ == "__main__":
+    unittest.main()

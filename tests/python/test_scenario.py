@@ -1,0 +1,82 @@
+"""lab.scenario: table-driven good and bad scenario files (labels name each
+case); the FILE:LINE: reason of every refusal."""
+
+import os
+import tempfile
+import unittest
+
+from lab.scenario import ScenarioError, expand_cells, parse_scenario, resolve_scenario
+from lab import SCEN_DIR
+
+BAD = [
+    # (label, body, line, text)
+    ("no-equals", "guards = none\nstock 100\n", 2, "expected 'key = value'"),
+    ("unknown-key", "# c\nguards = none\nstok = 5\n", 3, "unknown key 'stok'"),
+    ("not-a-number", "guards = none\nrequests = lots\n", 2, "whole number"),
+    ("out-of-range", "guards = none\ninstances = 1 17\n", 2, "instances must be 1..16"),
+    ("duplicate", "guards = none\nstock = 1\nstock = 2\n", 3, "already set on line 2"),
+    ("all-plus", "guards = all none\n", 1, "'all' cannot be combined"),
+    ("variant-guard", "guards = none\nvariant = v1 : watchdog=false\n", 2, "guard=NAME is required"),
+    ("reserved", "guards = none\nfield = order_id=x\n", 2, "set by the runner"),
+    ("bad-fault", "fault = flood\nguards = none\n", 1, "fault must be one of"),
+    ("faults-with-guards", "fault = pause crash\nguards = none\n", 1, "own files"),
+    ("nothing", "# only\nstock = 5\n", 2, "nothing to run"),
+]
+
+
+class ScenarioTest(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def write(self, label, body):
+        p = os.path.join(self.tmp.name, label + ".conf")
+        with open(p, "w", encoding="utf-8") as f:
+            f.write(body)
+        return p
+
+    def test_bad_files(self):
+        for label, body, line, text in BAD:
+            with self.subTest(label):
+                p = self.write(label, body)
+                with self.assertRaises(ScenarioError) as cm:
+                    parse_scenario(p)
+                self.assertIn(f"{p}:{line}: ", str(cm.exception))
+                self.assertIn(text, str(cm.exception))
+
+    def test_good_file_expands(self):
+        p = self.write("good", "name = t  # trailing\nguards = none, mutex\ninstances = 1 2\n"
+                               "field = lock_wait_ms=100\n"
+                               "variant = rl/no-wd : guard=redis-lock watchdog=false hold_ms=250\n")
+        sc = parse_scenario(p)
+        cells = expand_cells(sc, None)
+        self.assertEqual(len(cells), 6)
+        self.assertEqual([c["cell"] for c in cells], list(range(1, 7)))
+        v = [c for c in cells if c["label"] == "rl/no-wd"]
+        self.assertEqual(len(v), 2)
+        self.assertEqual(v[0]["hold_ms"], 250)
+        self.assertEqual(v[0]["fields"], {"lock_wait_ms": 100, "watchdog": False})
+
+    def test_all_uses_the_build(self):
+        sc = parse_scenario(self.write("all", "guards = all\ninstances = 2\n"))
+        self.assertEqual([c["guard"] for c in expand_cells(sc, ["none", "mutex"])], ["none", "mutex"])
+
+    def test_shipped_scenarios_parse(self):
+        for n in sorted(os.listdir(SCEN_DIR)):
+            if n.endswith(".conf"):
+                with self.subTest(n):
+                    parse_scenario(os.path.join(SCEN_DIR, n))
+
+    def test_faults_file_takes_cells_from_each_fault(self):
+        sc = parse_scenario(resolve_scenario("faults"))
+        cells = expand_cells(sc, None)
+        self.assertEqual({c["fault"] for c in cells}, {"pause", "crash", "failover", "restart"})
+        for c in cells:
+            self.assertIn(c["expected"], ("held", "broke"))
+            self.assertTrue(c["label"].startswith(c["fault"] + "/"))
+
+
+if __name__ == "__main__":
+    unittest.main()
