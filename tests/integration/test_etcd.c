@@ -1,6 +1,8 @@
-/* The etcd guard against a real etcd (started here on the stack's free
- * test ports, with its own data folder, and two inventory instances of
- * the stack's build pointed at it): exact on two instances, the short
+/* The etcd guard against a real etcd: the stack's (LAB_ETCD_URL, its two
+ * inventory instances, stopped and paused with deploy/local/stack), or,
+ * on a stack without etcd, one started here on the free test ports with
+ * its own data folder and two instances of the stack's build pointed at
+ * it. Exact on two instances, the short
  * lease refused with a 400, a waiter that gives up leaves no key, fencing
  * tokens that grow, a holder paused past its lease (without and with
  * fencing) refusing to write, a killed holder's lease freeing the lock, a
@@ -28,9 +30,10 @@
 #define PREFIX "/locks/inventory/"
 
 static long etcd_port, peer_port;
-static char etcd_url[64], data_dir[600], inv_url[2][64];
+static char etcd_url[128], data_dir[600], inv_url[2][64];
 static int etcd_pid = -1, inv_pid[2] = {-1, -1};
 static int etcd_paused;
+static int stack_etcd;          /* 1: the stack's etcd and instances */
 static struct etcd_client *ec;  /* the test's own client, to look at lock keys */
 
 static double now_s(void)
@@ -75,11 +78,27 @@ static int spawn_etcd(long port, long peer_port_, const char *dir, int slow)
     return pid;
 }
 
-/* The test's main etcd on etcd_port. Returns 0. */
+/* The test's main etcd (again). Returns 0. */
 static int start_etcd(void)
 {
+    if (stack_etcd) {
+        if (it_stack("start", "etcd") != 0)
+            return -1;
+        etcd_pid = 1;   /* running; the stack knows its pid */
+        return 0;
+    }
     etcd_pid = spawn_etcd(etcd_port, peer_port, data_dir, 0);
     return etcd_pid > 0 ? 0 : -1;
+}
+
+/* Hang / wake the main etcd (SIGSTOP / SIGCONT). */
+static void pause_etcd(int on)
+{
+    if (stack_etcd)
+        it_stack(on ? "pause" : "resume", "etcd");
+    else
+        kill(etcd_pid, on ? SIGSTOP : SIGCONT);
+    etcd_paused = on;
 }
 
 static void stop_etcd(void)
@@ -87,9 +106,11 @@ static void stop_etcd(void)
     if (etcd_pid <= 0)
         return;
     if (etcd_paused)
-        kill(etcd_pid, SIGCONT);
-    etcd_paused = 0;
-    it_kill(etcd_pid, SIGTERM, 10000);
+        pause_etcd(0);
+    if (stack_etcd)
+        it_stack("stop", "etcd");
+    else
+        it_kill(etcd_pid, SIGTERM, 10000);
     etcd_pid = -1;
 }
 
@@ -98,6 +119,16 @@ static int group_setup(void **state)
     if (it_setup() != 0)
         return -1;
     long base = it_port_base();
+    const char *url = getenv("LAB_ETCD_URL");
+    if (url && *url) {
+        stack_etcd = 1;
+        etcd_pid = 1;
+        snprintf(etcd_url, sizeof(etcd_url), "%s", url);
+        for (int i = 0; i < 2; i++)
+            snprintf(inv_url[i], sizeof(inv_url[i]), "%.63s", it.inventory[i]);
+        ec = etcd_client_new(etcd_url, 2000, NULL, NULL, 0);
+        return ec ? 0 : -1;
+    }
     etcd_port = base + 20;
     peer_port = base + 21;
     snprintf(etcd_url, sizeof(etcd_url), "http://127.0.0.1:%ld", etcd_port);
@@ -107,7 +138,7 @@ static int group_setup(void **state)
         stop_etcd();
         return -1;
     }
-    char arg[96];
+    char arg[128];
     snprintf(arg, sizeof(arg), "%s", etcd_url);
     const char *const args[] = {"--threads", "16", "--etcd-endpoints", arg, NULL};
     for (int i = 0; i < 2; i++) {
@@ -125,6 +156,8 @@ static int group_setup(void **state)
 static int group_teardown(void **state)
 {
     etcd_client_free(ec);
+    if (stack_etcd)
+        return 0;   /* the stack's: left running */
     for (int i = 0; i < 2; i++)
         it_stop_pid(inv_pid[i]);
     stop_etcd();
@@ -134,10 +167,8 @@ static int group_teardown(void **state)
 /* Whatever a test did, etcd is running (and not paused) after it. */
 static int restart_etcd(void **state)
 {
-    if (etcd_paused) {
-        kill(etcd_pid, SIGCONT);
-        etcd_paused = 0;
-    }
+    if (etcd_paused)
+        pause_etcd(0);
     if (etcd_pid < 0)
         start_etcd();
     return 0;
@@ -525,7 +556,7 @@ static void test_etcd_down_then_back(void **state)
 {
     const char *sku = "ETCD-down";
     assert_int_equal(it_seed(sku, 10), 200);
-    char err[64], oid[64], hz[128];
+    char err[64], oid[64], hz[96];
     assert_int_equal(deduct_once(0, sku, "ETCD-down-0", err, sizeof(err), NULL), 200);
 
     stop_etcd();
@@ -542,8 +573,7 @@ static void test_etcd_down_then_back(void **state)
     assert_int_equal(it_status("GET", hz, NULL), 503);
 
     assert_int_equal(start_etcd(), 0);
-    kill(etcd_pid, SIGSTOP);
-    etcd_paused = 1;
+    pause_etcd(1);
     {
         double took;
         long st = deduct_once(1, sku, "ETCD-down-hung", err, sizeof(err), &took);
@@ -553,8 +583,7 @@ static void test_etcd_down_then_back(void **state)
         assert_true(took < 3.0);   /* --etcd-op-timeout 1 s, not the request's 10 s */
     }
     double t0 = now_s();
-    kill(etcd_pid, SIGCONT);
-    etcd_paused = 0;
+    pause_etcd(0);
     for (int i = 0; i < 2; i++) {
         long st = 0;
         for (int k = 0; k < 100 && st != 200; k++) {
