@@ -13,7 +13,8 @@ import time
 
 from .drivers import CellSkip
 from .faultplan import OPTION_PROBES, PLAN, expect
-from .cell import run_prefix
+from .cell import run_prefix, shquote
+from .checker import invariant_block, outcomes
 from .net import http_json
 
 
@@ -307,6 +308,14 @@ class FaultRunner:
         else:
             held = consistent and audit["oversold"] == 0
         hans = hold.get("answer") or {}
+        outc = outcomes(by_status, lg["errors"])
+        window = None
+        if hold.get("sent_at"):
+            # the holder's stale write overwrote what others sold between its
+            # grant and its own ledger row
+            mine = next((s[0] for s in sales if s[2].endswith("-holder")), None)
+            window = (hold["sent_at"], mine if mine is not None else hold.get("done_at", t0 + 1e9))
+        inv = invariant_block(audit, sales, outc, window)
         c.update({
             "status": "ok",
             "sold": audit["sold"], "oversold": audit["oversold"],
@@ -324,5 +333,18 @@ class FaultRunner:
             "events": events, "recovery": recover,
             "recover_s": next((r["recover_s"] for r in recover), None),
             "timeline": lg.get("timeline", {}),
+            "outcomes": outc, "invariant": inv, "valid": inv["valid"],
+            "reproduce": reproduce_command(c),
         })
 
+
+
+def reproduce_command(c):
+    """A shell command that runs this one cell again (a one-cell scenario)."""
+    label = c["label"].split("/", 1)[1] if "/" in c["label"] else c["label"]
+    pairs = [f"guard={c['guard']}"]
+    for k, v in c["fields"].items():
+        pairs.append(f"{k}={'true' if v is True else 'false' if v is False else v}")
+    conf = f"fault = {c['fault']}\\nvariant = {label} : {' '.join(pairs)}\\n"
+    return (f"printf {shquote(conf)} > /tmp/cell.conf && "
+            "loadtest/compare --scenario /tmp/cell.conf --dir ./run")

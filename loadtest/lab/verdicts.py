@@ -142,6 +142,11 @@ def aggregate_runs(runs):
         c["measured"] = "held" if rp["broke"] == 0 else "broke"
         if "valid" in c:
             c["valid"] = all(r.get("valid") for r in ok)
+            bad = next((r for r in ok if r.get("invariant") and not r["invariant"]["valid"]), None)
+            if bad is not None:
+                # show the violations of the first invalid run
+                c["invariant"] = bad["invariant"]
+                c["invariant_run"] = bad.get("run", 1)
     c["repeat"] = rp
     return c
 
