@@ -28,7 +28,7 @@ td.good,.badge.good{background:var(--good);color:var(--goodfg)}
 td.bad,.badge.bad{background:var(--bad);color:var(--badfg);font-weight:bold}
 td.skip{background:var(--skip);color:var(--skipfg)}
 .badge{padding:1px 6px;border-radius:3px}
-table.matrix{font-size:13px}table.matrix td.v{text-align:center}table.matrix td.use{white-space:normal;min-width:18em}
+table.matrix{font-size:13px}table.matrix td.l{white-space:normal;max-width:14em}table.matrix td.v{text-align:center}table.matrix td.use{white-space:normal;min-width:18em}
 td.ids{white-space:normal;font-family:ui-monospace,monospace;max-width:40em}
 .meta{font-size:13px;color:var(--mute)}.meta code,code{background:var(--code);padding:0 3px}
 pre{background:var(--code);padding:6px 8px;overflow-x:auto;font-size:12px}
