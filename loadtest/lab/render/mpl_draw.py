@@ -67,16 +67,17 @@ def hbar(spec, plt):
         ax.set_yticklabels(labels)
         if log:
             ax.set_xscale("log")
-        top = max(vals + [1])
+        top = max(vals + [r[3] for r in rows if r[3] is not None] + [1])
         for yi, (v, r) in enumerate(zip(vals, rows)):
-            ax.text(v * (1.15 if log else 1) + (0 if log else top * 0.01), yi,
+            end = max(v, r[3] if r[3] is not None else v)    # right of the whisker
+            ax.text(end * (1.12 if log else 1) + (0 if log else top * 0.015), yi,
                     _fmt(r[1]), va="center", fontsize=8)
         ax.set_xlim(right=top * (4 if log else 1.18))
         ax.set_xlabel(spec["unit"] + (" (log scale)" if log else ""))
         ax.set_title(s["name"], fontsize=9, loc="left", color="#444")
         ax.grid(axis="x", color="#ddd", linewidth=0.6)
         ax.set_axisbelow(True)
-    fig.suptitle(spec["title"], fontsize=11, fontweight="bold", x=0.01, y=1.0 + 0.5 / fig.get_figheight(),
+    fig.suptitle(spec["title"], fontsize=11, fontweight="bold", x=0.01, y=1.0 + 0.12 / fig.get_figheight(),
                  ha="left")
     return _svg(fig, plt)
 
@@ -115,7 +116,7 @@ def multiples(spec, plt):
         ax.grid(color="#eee", linewidth=0.5)
     fig.supxlabel("percentile (%)", fontsize=9)
     fig.supylabel("latency, ms (log)", fontsize=9)
-    fig.suptitle(spec["title"], fontsize=11, fontweight="bold", x=0.01, y=1.0 + 0.3 / fig.get_figheight(),
+    fig.suptitle(spec["title"], fontsize=11, fontweight="bold", x=0.01, y=1.0 + 0.12 / fig.get_figheight(),
                  ha="left")
     return _svg(fig, plt)
 
