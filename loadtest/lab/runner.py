@@ -181,6 +181,8 @@ def run_scenarios(scs, stack, loadgen, out, repeat, log, fault_repeat=None):
     res["fault_repeat"] = fault_repeat or repeat
     if len(scs) > 1:
         res["scenarios"] = [{k: s[k] for k in ("name", "description", "file")} for s in scs]
+        res["scenario"]["file"] = " + ".join(
+            os.path.relpath(os.path.abspath(s["file"]), ROOT) for s in scs)
     write_results(res, out)
     return res
 

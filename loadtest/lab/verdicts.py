@@ -184,6 +184,10 @@ def matrix_entry(c):
         text = f"{v} in {runs_text(c)} runs" if runs_text(c) else v
         if c.get("expected") and c["measured"] != c["expected"]:
             text += f" (expected {c['expected']})"
+        if c.get("valid") is False:
+            text += "; the checker found the history invalid (valid? no)"
+        return {"verdict": v, "text": text, "cell": c["cell"], "runs": runs_text(c),
+                "valid": c.get("valid")}
     else:
         v = "held" if c["consistent"] else "broke"
         text = verdict(c)

@@ -27,6 +27,7 @@ th{background:var(--head)}td.l,th.l{text-align:left}
 td.good,.badge.good{background:var(--good);color:var(--goodfg)}
 td.bad,.badge.bad{background:var(--bad);color:var(--badfg);font-weight:bold}
 td.skip{background:var(--skip);color:var(--skipfg)}
+td.warn{background:#fdebc8;color:#6b4500;font-weight:bold}
 .badge{padding:1px 6px;border-radius:3px}
 table.matrix{font-size:13px}table.matrix td.l{white-space:normal;max-width:14em}table.matrix td.v{text-align:center}table.matrix td.use{white-space:normal;min-width:18em}
 td.ids{white-space:normal;font-family:ui-monospace,monospace;max-width:40em}
@@ -196,7 +197,7 @@ def fault_cell_html(c, esc):
     inv = c.get("invariant")
     if inv:
         hdr = "Invariant: every unit sold existed, was counted once, and was answered"
-        if c.get("invariant_run"):
+        if c.get("invariant_run") and (c.get("repeat") or {}).get("n", 1) > 1:
             hdr += f" (run {c['invariant_run']}, the first invalid one)"
         o.append(f'<p><b>{esc(hdr)}</b></p><table class="invariant"><tr><th class="l">check</th><th>count</th>'
                  '<th class="l">violating order_ids (up to 10)</th><th class="l">meaning</th></tr>')

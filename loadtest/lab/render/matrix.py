@@ -55,7 +55,8 @@ def html_matrix(res):
     o = ['<section id="matrix"><h2>Which guard? The decision matrix</h2>',
          '<p class="meta">One row per guard (and per guard option a fault scenario tried). '
          "held = the audit was exact (0 oversold, 0 lost updates; for crash also: buyers sold "
-         "again); BROKE = it was not"
+         "again); BROKE = it was not; held (invalid) = the audit was exact but the fault cell's "
+         "checker found an answer that does not match the ledger (see the cell)"
          + (f"; every verdict over {n} runs (k/{n} = runs that agree)" if n > 1 else "")
          + "; not run = no cell measured it in this report. Sales/s and p99 come from the load cell "
          "with the most instances (median run). Click a guard for how it works and what breaks it, "
@@ -75,6 +76,8 @@ def html_matrix(res):
             txt = MARK.get(v["verdict"], v["verdict"])
             if v.get("runs"):
                 txt += f" {v['runs']}"
+            if v.get("valid") is False and v["verdict"] == "held":
+                cls, txt = "warn", txt + " (invalid)"
             inner = E(txt)
             if v.get("cell"):
                 inner = f'<a href="#cell-{v["cell"]}">{inner}</a>'
@@ -109,6 +112,8 @@ def md_matrix(res):
         for col in MATRIX_COLS:
             v = e[col]
             t = MARK.get(v["verdict"], v["verdict"]) + (f" {v['runs']}" if v.get("runs") else "")
+            if v.get("valid") is False and v["verdict"] == "held":
+                t += " (invalid)"
             vals.append(f"**{t}**" if v["verdict"] == "broke" else t)
         use = gd.get("use_when", "") if "/" not in r else "with this option"
         o.append(f"| `{md_escape(r)}` | {md_escape(gd.get('needs', ''))} | " + " | ".join(vals)
