@@ -5,18 +5,23 @@ audit and the ledger), the order_ids that violate it, and valid?.
 Pure functions of what a fault cell collected; no I/O."""
 
 # A refusal the API promises wrote nothing (services/API.md: 4xx, and 503
-# "nothing sold"). Anything else that is not 2xx may or may not have sold.
+# "nothing sold"). Anything else that is not 2xx may or may not have sold,
+# and so may a 503 backend_unavailable: it is also the answer to a COMMIT
+# whose reply was lost while MySQL could not be asked (API.md, "A COMMIT
+# whose reply is lost"), so the checker cannot count it as a refusal.
 MAX_IDS = 10
+MAYBE_ERRORS = ("backend_unavailable",)
 
 # loadgen's socket errors: a refused connect never sent the request; the
 # others may have reached the service.
 DEFINITE_SOCKET = ("connect",)
 
 
-def outcomes(by_status, socket_errors):
+def outcomes(by_status, socket_errors, by_error=None):
     """{"ok", "refused", "indeterminate"} counts over every operation.
     by_status: {"200": n, "409": n, "0": n (no answer), ...};
-    socket_errors: loadgen's {"connect", "read", "write", "timeout", "parse"}."""
+    socket_errors: loadgen's {"connect", "read", "write", "timeout", "parse"};
+    by_error: {"lock_timeout": n, ...} (the error codes of the answers)."""
     ok = refused = indet = 0
     for k, n in by_status.items():
         try:
@@ -34,7 +39,8 @@ def outcomes(by_status, socket_errors):
             refused += n
         else:
             indet += n
-    return {"ok": ok, "refused": refused, "indeterminate": indet}
+    maybe = min(sum((by_error or {}).get(e, 0) for e in MAYBE_ERRORS), by_status.get("503", 0))
+    return {"ok": ok, "refused": refused - maybe, "indeterminate": indet + maybe}
 
 
 def invariant_block(audit, sales, outc, holder_window=None):

@@ -308,7 +308,7 @@ class FaultRunner:
         else:
             held = consistent and audit["oversold"] == 0
         hans = hold.get("answer") or {}
-        outc = outcomes(by_status, lg["errors"])
+        outc = outcomes(by_status, lg["errors"], by_error)
         window = None
         if hold.get("sent_at"):
             # the holder's stale write overwrote what others sold between its

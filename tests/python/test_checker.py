@@ -21,6 +21,9 @@ class CheckerTest(unittest.TestCase):
         for label, st, sock, want in cases:
             with self.subTest(label):
                 self.assertEqual(outcomes(st, sock), want)
+        # a 503 backend_unavailable may be a lost COMMIT reply: maybe sold
+        self.assertEqual(outcomes({"200": 1, "503": 5}, {}, {"backend_unavailable": 2, "lock_timeout": 3}),
+                         {"ok": 1, "refused": 3, "indeterminate": 2})
 
     def test_exact_state_is_valid(self):
         b = invariant_block({"initial": 10, "stock": 7, "sold": 3}, sales(3),

@@ -189,8 +189,10 @@ def fault_cell_html(c, esc):
         total = sum(outc.values()) or 1
         o.append('<table class="outcomes"><tr><th class="l">outcome</th><th>operations</th><th>share</th>'
                  '<th class="l">meaning</th></tr>')
-        for k, what in (("ok", "answered 2xx: sold"), ("refused", "4xx or 503: nothing sold (the API's promise)"),
-                        ("indeterminate", "no answer or 5xx: maybe sold")):
+        for k, what in (("ok", "answered 2xx: sold"),
+                        ("refused", "4xx, or 503 other than backend_unavailable: nothing sold (the API's promise)"),
+                        ("indeterminate", "no answer, another 5xx, or 503 backend_unavailable (may be a lost "
+                                          "COMMIT reply): maybe sold")):
             o.append(f'<tr><td class="l">{k}</td><td>{outc[k]}</td><td>{100 * outc[k] / total:.0f}%</td>'
                      f'<td class="l">{esc(what)}</td></tr>')
         o.append("</table>")
