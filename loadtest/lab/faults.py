@@ -65,11 +65,8 @@ class FaultRunner:
             raise CellSkip("fencing not in this build (no inventory.fence column)")
 
     def has_fence_column(self):
-        p = subprocess.run(["mariadb", "--no-defaults", "-h127.0.0.1", f"-P{self.stack.mysql_port}",
-                            "-uroot", "-N", "-B", "-e",
-                            "SHOW COLUMNS FROM db_shopping.inventory LIKE 'fence'"],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=30)
-        return p.returncode == 0 and "fence" in p.stdout
+        rc, out, _ = self.stack.sql("SHOW COLUMNS FROM db_shopping.inventory LIKE 'fence'")
+        return rc == 0 and "fence" in out
 
     def body(self, c, extra):
         b = {"sku": c["sku"], "qty": 1, "guard": c["guard"]}
@@ -91,16 +88,13 @@ class FaultRunner:
 
     def ledger_times(self, sku):
         """[(unix time, instance, order_id)] of the SKU's sales, oldest first."""
-        port = self.stack.mysql_port
         q = ("SELECT UNIX_TIMESTAMP(created_at), instance, order_id FROM db_shopping.ledger "
              f"WHERE sku='{sku}' ORDER BY created_at, id")
-        p = subprocess.run(["mariadb", "--no-defaults", "-h127.0.0.1", f"-P{port}", "-uroot", "-N",
-                            "-B", "-e", q], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                           text=True, timeout=30)
-        if p.returncode != 0:
-            raise RuntimeError(f"reading the ledger failed: {p.stderr.strip()[:200]}")
+        rc, out, err = self.stack.sql(q)
+        if rc != 0:
+            raise RuntimeError(f"reading the ledger failed: {err.strip()[:200]}")
         rows = []
-        for line in p.stdout.splitlines():
+        for line in out.splitlines():
             parts = line.split("\t")
             if len(parts) == 3:
                 rows.append((float(parts[0]), parts[1], parts[2]))
