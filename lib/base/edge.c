@@ -86,7 +86,11 @@ static int verdict(struct edge_verdict *v, int status, const char *code, const c
 {
     v->status = status;
     v->code = code;
-    snprintf(v->detail, sizeof(v->detail), "%s", detail);
+    /* Called for every header of every request: no snprintf for "ok". */
+    if (!detail[0])
+        v->detail[0] = '\0';
+    else
+        snprintf(v->detail, sizeof(v->detail), "%s", detail);
     return status;
 }
 

@@ -1,6 +1,7 @@
 /* Prometheus counters and histograms, created on first use by
  * (name, labels). Labels are preformatted text: route="deduct",status="200".
- * A fixed-size table: past 3/4 of METRICS_MAX_SERIES (to keep probes short)
+ * Fixed-size tables (one per shard of threads): past 3/4 of METRICS_MAX_SERIES
+ * in a shard (to keep probes short)
  * new series are dropped and counted in lab_metrics_dropped_total, never a
  * crash. Thread-safe. */
 #ifndef LAB_METRICS_H

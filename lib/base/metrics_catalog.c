@@ -22,6 +22,7 @@ static const struct metrics_family catalog[] = {
     {"lab_stock_divergence_total", "counter", "sales whose Redis and MySQL stock disagreed"},
     {"lab_commit_lost_total", "counter", "commits whose answer was lost (outcome unknown, checked in the ledger)"},
     {"lab_release_lock_failures_total", "counter", "releases refused because the selling guard's lock was not obtained"},
+    {"lab_reseeded_during_sale_total", "counter", "lock-guard writes refused because the SKU was reseeded after the sale read its stock"},
     {"lab_lock_acquired_total", "counter", "Redis lock client: locks acquired"},
     {"lab_lock_timeouts_redis_total", "counter", "Redis lock client: acquisitions that timed out"},
     {"lab_lock_waits_total", "counter", "Redis lock client: acquisitions that had to wait"},

@@ -35,9 +35,11 @@ def expect(fault, guard, fields):
                             "holder answers 503 lease_expired and writes nothing. A pause AFTER that "
                             "check (between check and write) would still write: Redlock has no fence")
         if guard == "zookeeper":
-            return "broke", ("lost update: the session expired while paused and a buyer sold; the "
-                             "resumed holder writes at once, usually before its client hears of the "
-                             "expiry (if the expiry event wins that race it refuses: then held)")
+            return "held", ("right before its COMMIT the holder asks the server (sync + exists of its "
+                            "lock node, owner = its session), never its client's cached state: the "
+                            "session expired while paused, so the resumed holder answers 503 "
+                            "lease_expired and writes nothing. A pause AFTER that confirmation (before "
+                            "the COMMIT leaves) would still write: only fencing closes that")
         return "broke", ("lost update: the lease ran out while the holder was paused, a buyer on the "
                          "other instance sold, and the holder wrote the stock it had read")
     if fault == "crash":

@@ -156,13 +156,22 @@ static int set_deadline(const struct http_req *req, struct deduct_req *dr,
     return 0;
 }
 
+/* nextra: body fields beyond the sale's own, for the chosen guard to
+ * accept (0: its defaults, the body is not read again). */
 static void run_deduct(const struct inv_conf *c, const struct http_req *req,
-                       struct deduct_req *dr, const char *body_guard,
+                       struct deduct_req *dr, const char *body_guard, int nextra,
                        struct http_resp *resp, const char **guard_label)
 {
     const struct guard *g = pick_guard(c, req, body_guard, resp);
     if (!g)
         return;
+    struct guard_opts opts;   /* dr->opts points here until the answer */
+    char err[512];
+    if (nextra > 0 &&
+        guard_parse_opts(g, req->body, req->body_len, &opts, &dr->opts, err, sizeof(err)) != 0) {
+        http_error(resp, 400, "bad_request", "%s", err);
+        return;
+    }
     if (set_deadline(req, dr, resp) != 0)
         return;
     *guard_label = g->name;
@@ -187,22 +196,23 @@ static void run_deduct(const struct inv_conf *c, const struct http_req *req,
 static void handle_deduct(const struct inv_conf *c, const struct http_req *req,
                           struct http_resp *resp, const char **guard_label)
 {
-    struct req_defaults d = {c->lock_wait_ms, c->lock_ttl_ms};
+    struct req_defaults d = {c->lock_wait_ms};
     struct deduct_req dr;
     char guard[32], err[256];
-    if (req_parse_deduct(req->body, req->body_len, &d, &dr, guard, sizeof(guard), err,
-                         sizeof(err)) != 0) {
+    int nextra;
+    if (req_parse_deduct(req->body, req->body_len, &d, &dr, guard, sizeof(guard), &nextra,
+                         err, sizeof(err)) != 0) {
         http_error(resp, 400, "bad_request", "%s", err);
         return;
     }
-    run_deduct(c, req, &dr, guard, resp, guard_label);
+    run_deduct(c, req, &dr, guard, nextra, resp, guard_label);
 }
 
 /* The seeds' own endpoint: GET /inventory/minusInventory?inventoryId=SKU */
 static void handle_minus(const struct inv_conf *c, const struct http_req *req,
                          struct http_resp *resp, const char **guard_label)
 {
-    struct req_defaults d = {c->lock_wait_ms, c->lock_ttl_ms};
+    struct req_defaults d = {c->lock_wait_ms};
     struct deduct_req dr;
     char err[256];
     req_default_deduct(&d, &dr);
@@ -212,7 +222,7 @@ static void handle_minus(const struct inv_conf *c, const struct http_req *req,
         return;
     }
     snprintf(dr.sku, sizeof(dr.sku), "%s", sku);
-    run_deduct(c, req, &dr, NULL, resp, guard_label);
+    run_deduct(c, req, &dr, NULL, 0, resp, guard_label);
 }
 
 static void handle_release(const struct inv_conf *c, const struct http_req *req,
@@ -350,7 +360,7 @@ static void handle_audit(const struct inv_conf *c, const char *sku, struct http_
     http_json(resp, 200, j);
 }
 
-static void handle_guards(const struct inv_conf *c, struct http_resp *resp)
+static json_t *guards_json(const struct inv_conf *c)
 {
     size_t n;
     const struct guard *const *all = guard_all(&n);
@@ -360,7 +370,59 @@ static void handle_guards(const struct inv_conf *c, struct http_resp *resp)
                                              "how", all[i]->how, "expect", all[i]->expect,
                                              "safe_across_instances",
                                              all[i]->safe_across_instances));
-    http_json(resp, 200, json_pack("{s:s,s:o}", "default", c->guard, "guards", arr));
+    return json_pack("{s:s,s:o}", "default", c->guard, "guards", arr);
+}
+
+/* Built once by inv_routes_init (the guard table never changes while the
+ * process runs): serializing ~2.5 KB of JSON per request cost 4-5x the
+ * whole HTTP path. */
+static char *guards_body;
+static size_t guards_len;
+
+static void answer_copy(struct http_resp *resp, const char *body, size_t len)
+{
+    char *b = body ? malloc(len + 1) : NULL;
+    if (!b) {
+        http_error(resp, 500, "internal", "out of memory");
+        return;
+    }
+    memcpy(b, body, len + 1);
+    http_text(resp, 200, "application/json", b);
+}
+
+static void handle_guards(const struct inv_conf *c, struct http_resp *resp)
+{
+    if (guards_body)
+        answer_copy(resp, guards_body, guards_len);
+    else
+        http_json(resp, 200, guards_json(c));
+}
+
+/* Liveness: the process answers HTTP; no backend is asked (that is
+ * /healthz's job), so an orchestrator never restarts a live instance
+ * because MySQL is slow. */
+static char live_body[160];
+static size_t live_len;
+
+void inv_routes_init(const struct inv_conf *c)
+{
+    json_t *j = json_pack("{s:b,s:s,s:s}", "ok", 1, "service", "inventory", "instance",
+                          c->instance);
+    char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    json_decref(j);
+    snprintf(live_body, sizeof(live_body), "%s", s ? s : "{\"ok\":true}");
+    live_len = strlen(live_body);
+    free(s);
+    j = guards_json(c);
+    guards_body = j ? json_dumps(j, JSON_COMPACT) : NULL;   /* NULL: built per request */
+    guards_len = guards_body ? strlen(guards_body) : 0;
+    json_decref(j);
+}
+
+/* The body is built once (inv_routes_init): a probe costs no JSON work. */
+static void handle_live(struct http_resp *resp)
+{
+    answer_copy(resp, live_body, live_len);
 }
 
 static void handle_health(const struct inv_conf *c, struct http_resp *resp)
@@ -425,6 +487,10 @@ void inv_handle(void *app, const struct http_req *req, struct http_resp *resp)
     } else if (strcmp(p, "/guards") == 0) {
         route = "guards";
         if (is(req, "GET")) handle_guards(c, resp);
+        else http_error(resp, 405, "method_not_allowed", "use GET %s", p);
+    } else if (strcmp(p, "/livez") == 0) {
+        route = "livez";
+        if (is(req, "GET")) handle_live(resp);
         else http_error(resp, 405, "method_not_allowed", "use GET %s", p);
     } else if (strcmp(p, "/healthz") == 0) {
         route = "healthz";

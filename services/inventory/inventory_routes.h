@@ -8,4 +8,7 @@
 /* The http_handler_fn; app is a const struct inv_conf *. */
 void inv_handle(void *app, const struct http_req *req, struct http_resp *resp);
 
+/* Prepare the constant answers (GET /livez) once, before serving. */
+void inv_routes_init(const struct inv_conf *c);
+
 #endif

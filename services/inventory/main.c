@@ -25,8 +25,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "inventory: mysql_library_init failed\n");
         return 1;
     }
-    guard_use_db(&conf.db);   /* the redis-stream flusher's MySQL */
-    if (guard_init_all(conf.instance, err, sizeof(err)) != 0) {
+    /* conf.db: the MySQL settings of the guards' own connections (the
+     * redis-stream flusher). */
+    if (guard_init_all(conf.instance, &conf.db, err, sizeof(err)) != 0) {
         fprintf(stderr, "inventory: %s\n", err);
         db_global_end();
         return 2;
@@ -36,12 +37,14 @@ int main(int argc, char **argv)
     metrics_describe("lab_retries_total", "counter", "optimistic misses and deadlock retries");
     metrics_describe("lab_lock_wait_seconds", "histogram", "time spent acquiring a guard");
 
+    inv_routes_init(&conf);
     char banner[512];
     snprintf(banner, sizeof(banner), "%s listening on %s:%ld, guard %s, mysql %s:%ld/%s",
              conf.instance, conf.bind, conf.port, conf.guard, conf.db.host, conf.db.port,
              conf.db.dbname);
-    /* GET /guards reads only the static guard table: no hand-off. */
-    static const char *const inline_paths[] = {"/guards", NULL};
+    /* GET /guards reads only the static guard table, /livez nothing: no
+     * hand-off. */
+    static const char *const inline_paths[] = {"/guards", "/livez", NULL};
     rc = service_run("inventory", conf.bind, conf.port, conf.threads, inline_paths, inv_handle,
                      &conf, banner);
     guard_fini_all();

@@ -7,7 +7,8 @@
 # the bench `loadtest` container must be read by loadtest/compare (or loadgen).
 # With the binaries built, each container's environment is also fed to the
 # binary, which parses it before printing --help: every value must parse.
-# The inventory's table includes the guards' own rows (lib/guards/*.c).
+# The inventory's table includes the guards' own rows (lib/guards/*.c and
+# the shared backends' rows in lib/guards/core/*.c).
 # Exit 0 pass, 77 skip (no docker-compose / python3-yaml, or neither the
 # binaries nor the config tables exist yet), 1 fail. No engine, no network.
 set -u
@@ -59,7 +60,7 @@ def from_c(role):
     files = sorted(glob.glob(f"services/{role}/*config*.c")) or \
             sorted(glob.glob(f"services/{role}/*.c"))
     if role == "inventory":   # guards bring their own option rows
-        files += sorted(glob.glob("lib/guards/*.c"))
+        files += sorted(glob.glob("lib/guards/*.c") + glob.glob("lib/guards/*/*.c"))
     table = {}
     for f in files:
         text = open(f, errors="replace").read()

@@ -1,36 +1,96 @@
 #!/usr/bin/env bash
-# lib/ is three layers with dependencies pointing one way only:
-#   services -> lib/guards -> lib/stock -> lib/base
-# No file under lib/base includes from lib/stock or lib/guards; none under
-# lib/stock includes from lib/guards; cross-layer includes name their layer
-# ("base/db.h"); no C file in lib/ is over 700 lines; every guard file is in
-# the guard list and every list entry has its file. Exit 0 pass, 1 fail.
+# lib/ is four layers with dependencies pointing one way only:
+#   services -> lib/guards -> lib/stock -> lib/locks -> lib/base
+# A file may include its own layer or a lower one, never a higher one
+# (lib/base includes nothing above it, lib/locks only base, lib/stock locks
+# and base); cross-layer includes name their layer ("base/db.h"); no include
+# circle between files, and -- when the objects are built -- no circle of
+# calls between the .c files either (A calls B and B calls A, directly or
+# round a loop); no C file in lib/ is over 700 lines; every .c
+# directly in lib/guards/ is a guard (its machinery lives in
+# lib/guards/core/), every guard is in the guard list and every list entry
+# has its file. Exit 0 pass, 1 fail.
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 problems=()
+LAYERS=(base locks stock guards)   # bottom first
 
-# "stock/x.h" or "../stock/x.h" from a lower layer.
-for f in lib/base/*.[ch]; do
-    grep -HnE '#include "(\.\./)?(stock|guards)/' "$f" && problems+=("$f includes an upper layer")
-done
-for f in lib/stock/*.[ch]; do
-    grep -HnE '#include "(\.\./)?guards/' "$f" && problems+=("$f includes lib/guards")
-done
-# A bare include must be a file of the same folder: no reaching across by -I.
-for f in lib/*/*.[ch] services/*/*.[ch]; do
-    dir=$(dirname "$f")
-    while read -r inc; do
-        case "$inc" in
-            base/*|stock/*|guards/*) [ -f "lib/$inc" ] || problems+=("$f: lib/$inc does not exist") ;;
-            *) [ -f "$dir/$inc" ] || problems+=("$f includes \"$inc\", not in $dir (name its layer)") ;;
-        esac
-    done < <(sed -n 's/^#include "\([^"]*\)".*/\1/p' "$f")
-done
+# tsort's loop report as "a -> b -> c; d -> e", one circle per loop.
+circles() {
+    awk '/input contains a loop/ {if (c) printf "%s; ", c; c = ""; next}
+         {sub(/^tsort: /, ""); c = c ? c " -> " $0 : $0}
+         END {if (c) print c}' "$1"
+}
+
+rank() { # rank of a layer name, -1 if not a layer
+    local i
+    for i in "${!LAYERS[@]}"; do [ "${LAYERS[$i]}" = "$1" ] && { echo "$i"; return; }; done
+    echo -1
+}
+
 # The layer of every lib folder is known.
 for d in lib/*/; do
-    case "$d" in lib/base/|lib/stock/|lib/guards/) ;; *) problems+=("unknown layer $d") ;; esac
+    d=${d#lib/}; d=${d%/}
+    [ "$(rank "$d")" -ge 0 ] || problems+=("unknown layer lib/$d")
 done
 [ -z "$(find lib -maxdepth 1 -name '*.[ch]')" ] || problems+=("C files directly under lib/: put them in a layer")
+
+# Every include points to its own layer or below; a bare include is a file
+# of the same folder (no reaching across by -I); every edge is kept for the
+# circle check.
+edges=$(mktemp)
+trap 'rm -f "$edges"' EXIT
+while read -r f; do
+    dir=$(dirname "$f")
+    case "$f" in
+        lib/*) layer=${f#lib/}; layer=${layer%%/*}; own=$(rank "$layer") ;;
+        *) own=${#LAYERS[@]} ;;   # services sit above every layer
+    esac
+    while read -r inc; do
+        top=${inc%%/*}
+        r=$(rank "$top")
+        if [ "$inc" != "$top" ] && [ "$r" -ge 0 ]; then
+            target=lib/$inc
+            [ -f "$target" ] || { problems+=("$f: $target does not exist"); continue; }
+            [ "$r" -le "$own" ] || problems+=("$f (layer ${LAYERS[$own]:-services}) includes $inc from a higher layer")
+        else
+            target=$dir/$inc
+            [ -f "$target" ] || { problems+=("$f includes \"$inc\", not in $dir (name its layer)"); continue; }
+        fi
+        echo "$f $target" >> "$edges"
+    done < <(sed -n 's/^#include "\([^"]*\)".*/\1/p' "$f")
+done < <(find lib services -name '*.[ch]' | sort)
+if ! tsort "$edges" > /dev/null 2> "$edges.err"; then
+    problems+=("include circle: $(circles "$edges.err")")
+fi
+rm -f "$edges.err"
+
+# Call circles between lib/ files, read from the built objects: an edge
+# A -> B when A.o uses a symbol B.o defines. A header declaring calls both
+# ways (rlock.c <-> rlock_fair.c) shows up here, not in the include graph.
+objdir=${LAB_BUILD:-build}/obj/lib
+if [ -d "$objdir" ] && command -v nm > /dev/null; then
+    calls=$(mktemp)
+    defs=$(mktemp)
+    for o in $(find "$objdir" -name '*.o' | sort); do
+        src=${o#"$objdir"/}; src=lib/${src%.o}.c
+        [ -f "$src" ] || continue   # a stale object of a moved file
+        nm -g --defined-only "$o" | awk -v s="$src" 'NF==3 {print $3, s}' >> "$defs"
+    done
+    sort -k1,1 "$defs" -o "$defs"
+    for o in $(find "$objdir" -name '*.o' | sort); do
+        src=${o#"$objdir"/}; src=lib/${src%.o}.c
+        [ -f "$src" ] || continue
+        nm -u "$o" | awk '{print $NF}' | sort -u | join - "$defs" | awk -v s="$src" '$2 != s {print s, $2}' >> "$calls"
+    done
+    if ! tsort "$calls" > /dev/null 2> "$calls.err"; then
+        problems+=("call circle between lib/ files: $(circles "$calls.err")")
+    fi
+    echo "call graph: $(sort -u "$calls" | wc -l) edges between $(tr ' ' '\n' < "$calls" | sort -u | wc -l) files, no circle unless reported"
+    rm -f "$calls" "$calls.err" "$defs"
+else
+    echo "call graph: $objdir not built, call circles not checked"
+fi
 
 while read -r n f; do
     [ "$f" = total ] && continue
@@ -42,6 +102,11 @@ listed=$(sed -n 's/^GUARD(\([a-z_]*\))$/\1/p' lib/guards/guard_list.h | sort)
 defined=$(grep -hoE '^const struct guard guard_[a-z_]+ =' lib/guards/*.c | sed 's/.*guard_\([a-z_]*\) =/\1/' | sort)
 [ -n "$listed" ] || problems+=("lib/guards/guard_list.h lists no guard")
 [ "$listed" = "$defined" ] || problems+=("guard list ($(echo $listed)) != guards defined ($(echo $defined))")
+for f in lib/guards/*.c; do
+    g=$(basename "$f" .c); g=${g#guard_}
+    grep -qE "^const struct guard guard_$g =" "$f" ||
+        problems+=("$f is not a guard (no const struct guard guard_$g): machinery goes in lib/guards/core/")
+done
 for g in $listed; do
     [ -f "lib/guards/guard_$g.c" ] || problems+=("guard $g has no lib/guards/guard_$g.c")
 done

@@ -166,10 +166,34 @@ static void test_guard_header_and_listing(void **state)
     it_resp_free(&r);
 }
 
+/* Liveness asks no backend: it answers with MySQL stopped, where
+ * readiness (/healthz) says 503. */
+static void test_livez_needs_no_backend(void **state)
+{
+    char u[256];
+    url(u, sizeof(u), "/livez");
+    struct it_resp r;
+    assert_int_equal(it_http("GET", u, NULL, &r), 200);
+    assert_true(json_is_true(json_object_get(r.json, "ok")));
+    assert_string_equal(json_string_value(json_object_get(r.json, "service")), "inventory");
+    assert_non_null(json_string_value(json_object_get(r.json, "instance")));
+    it_resp_free(&r);
+    assert_int_equal(it_status("POST", u, "{}"), 405);
+    assert_int_equal(it_stack("stop", "mysql"), 0);
+    long live = it_status("GET", u, NULL);
+    url(u, sizeof(u), "/healthz");
+    long ready = it_status("GET", u, NULL);
+    assert_int_equal(it_stack("start", "mysql"), 0);
+    assert_int_equal(it_wait_status(u, 200, 30000), 0);
+    assert_int_equal(live, 200);
+    assert_int_equal(ready, 503);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_repeated_order_id_takes_stock_once),
+        cmocka_unit_test(test_livez_needs_no_backend),
         cmocka_unit_test(test_release_gives_stock_back_once),
         cmocka_unit_test(test_seed_endpoint_minus_inventory),
         cmocka_unit_test(test_bad_input_changes_nothing),

@@ -25,7 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "base/rlock.h"
+#include "locks/rlock.h"
 #include "base/util.h"
 
 #define NWAITERS 6

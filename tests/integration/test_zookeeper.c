@@ -9,7 +9,7 @@
 
 #include "itest.h"
 
-#include "base/zk.h"
+#include "locks/zk.h"
 
 #include <pthread.h>
 #include <signal.h>

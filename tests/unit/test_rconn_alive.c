@@ -11,7 +11,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "base/rconn.h"
+#include "locks/rconn.h"
 
 static redisContext *pair_ctx(int sv[2])
 {

@@ -1,4 +1,4 @@
-/* The shared lease watchdog (lib/base/renewer.c) on its own: what it does
+/* The shared lease watchdog (lib/locks/renewer.c) on its own: what it does
  * with each answer of the owner's renew callback. The callback here is the
  * owner's real contract (no backend is involved at this layer): it answers
  * from a script and records its calls. */
@@ -11,7 +11,7 @@
 #include <stdatomic.h>
 #include <string.h>
 
-#include "base/renewer.h"
+#include "locks/renewer.h"
 #include "base/util.h"
 
 struct owner {

@@ -1,4 +1,8 @@
-/* Internals of lib/base/rlock*.c only: the handle and client structs, calls between files. */
+/* Internals of lib/locks/rlock*.c only: the handle and client structs, calls
+ * between files. The calls point one way (no circle; test_layers.sh checks
+ * the objects): rlock.c (acquire) -> rlock_wait.c -> rlock_try.c ->
+ * rlock_fair.c -> rlock_reply.c; rlock.c -> rlock_release.c -> rlock_fair.c;
+ * rlock_client.c (watchdog) is called by rlock.c and rlock_release.c. */
 #ifndef LAB_RLOCK_PRIVATE_H
 #define LAB_RLOCK_PRIVATE_H
 
@@ -57,7 +61,7 @@ int rlock_wd_unregister(struct rlock_client *c, uint64_t id);
 /* 1 when registration id is still there and was found lost. */
 int rlock_wd_lost(struct rlock_client *c, uint64_t id);
 
-/* ---- lock handle (rlock.c) ------------------------------------------- */
+/* ---- handle state (inline, no file) ----------------------------------- */
 
 /* rlock_new refused it (bad key or options): every call answers EINVAL. */
 static inline int rlock_bad_handle(const struct rlock *l)
@@ -71,6 +75,8 @@ static inline void rlock_clear_err(struct rlock *l)
     l->errstr[0] = '\0';
 }
 
+/* ---- reply primitives (rlock_reply.c): call nothing else of rlock* ---- */
+
 /* Set l->err/errstr and return code; RLOCK_EUNAVAIL is counted. */
 int rlock_set_err(struct rlock *l, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -81,6 +87,9 @@ int rlock_reply_fail(struct rlock *l, redisContext *ctx, redisReply *r, const ch
  * (*pttl = the holder's PTTL), <0 malformed or failed (l->err set). */
 int rlock_grant_reply(struct rlock *l, redisContext *ctx, redisReply *r, const char *what,
                       long *pttl);
+
+/* ---- one attempt (rlock_try.c) ---------------------------------------- */
+
 /* One attempt on ctx. 1 acquired, 0 busy (*pttl = holder's PTTL or -1),
  * <0 error (l->err set). */
 int rlock_try_once(struct rlock *l, redisContext *ctx, long *pttl);

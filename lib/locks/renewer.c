@@ -1,7 +1,7 @@
 /* The lease-renewing watchdog thread (see renewer.h). */
 #include "renewer.h"
 
-#include "util.h"
+#include "base/util.h"
 
 #include <pthread.h>
 #include <stdlib.h>

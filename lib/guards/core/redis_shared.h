@@ -1,0 +1,67 @@
+/* The Redis server the Redis guards share (redis-lock, segmented,
+ * redis-decr, redis-stream): its option rows, and one object holding one
+ * lock client (with its watchdog) and one pool of data connections, which
+ * the guards receive at init (guard.h: struct guard_backends). */
+#ifndef LAB_REDIS_SHARED_H
+#define LAB_REDIS_SHARED_H
+
+#include "guards/guard.h"
+
+#include "locks/rconn.h"
+#include "locks/rlock.h"
+
+/* A sale decided in Redis (redis-decr) must reach MySQL within hold_ms plus
+ * this, or give up; the default --redis-reload-wait (12 s) exceeds the
+ * longest hold_ms (10 s) plus it. */
+#define REDIS_DECIDED_WRITE_MARGIN_MS 1000
+
+#define REDIS_SHARED_NOPTIONS 5
+/* The Redis backend's option rows (--redis-host, ...), listed once in the
+ * inventory's options by the registry when a guard uses Redis. */
+extern const struct cfg_opt redis_shared_options[REDIS_SHARED_NOPTIONS];
+/* The rows' storage. */
+struct redis_shared_conf {
+    char host[128];
+    long port;
+    long reload_wait_ms;       /* the reconcile horizon (redis_reconcile.h) */
+    char sentinels[512];       /* --redis-sentinels; "" = none */
+    char master_name[128];
+};
+extern struct redis_shared_conf redis_shared_conf;
+
+/* The Redis server the Redis guards share: a plain object the registry
+ * opens once (guard_init_all) when a guard has uses_redis, hands to every
+ * guard's init in struct guard_backends, and frees after their fini. */
+struct redis_shared {
+    struct redis_shared_conf conf;   /* a copy, read-only after new */
+    struct rconn_endpoint *endpoint; /* host:port, or the master the
+                                      * --redis-sentinels name */
+    struct rlock_client *locks;      /* lock commands, its watchdog */
+    struct rconn_pool *pool;         /* data commands and scripts */
+    struct rlock_stats lock_stats;
+};
+
+/* Open the handles (Redis may be down: they reconnect). Returns the
+ * object, or NULL with err (out of memory, a bad Sentinel list). */
+struct redis_shared *redis_shared_new(const struct redis_shared_conf *conf,
+                                      const char *instance, char *err, size_t errlen);
+/* Close it; NULL is fine. */
+void redis_shared_free(struct redis_shared *rs);
+/* /healthz: 0, or -1 with err; *backend = "redis". */
+int redis_shared_health(struct redis_shared *rs, const char **backend, char *err,
+                        size_t errlen);
+/* Mirror the lock client's counters into lib/base/metrics. */
+void redis_shared_export_metrics(struct redis_shared *rs);
+
+/* The request's lock options (lock_fields.h: ttl, watchdog, acquire,
+ * release) as rlock options: the safe reentrant lock unless a seeds'
+ * mistake is asked for. */
+void redis_shared_lock_opts(const struct deduct_env *env, const struct deduct_req *req,
+                            struct rlock_opts *o);
+
+/* Map a failed rlock call into res: lock_timeout, backend_unavailable or
+ * internal, with `what` ("Redis lock", "segment lock") in the detail. */
+void redis_shared_lock_failure(int rc, const struct rlock *l, long wait_ms, const char *what,
+                               struct deduct_res *res);
+
+#endif
