@@ -1,15 +1,34 @@
 /* Guard `redis-lock`: the read-modify-write under a Redis lock per SKU.
  * Safe by default (reentrant token lock, Lua release, watchdog renewal);
  * the request's acquire/release/watchdog/ttl options reproduce the seeds'
- * mistakes, and the audit shows what each one costs. */
+ * mistakes, and the audit shows what each one costs. A reseed leaves the
+ * lock alone: a holder elsewhere keeps it, and its write is refused by the
+ * row's reseed count instead (stock_rmw). */
 #include "guard.h"
 
+#include "base/db.h"
 #include "base/util.h"
+#include "guards/core/lock_fields.h"
 #include "guards/core/redis_shared.h"
 #include "stock/keys.h"
 #include "stock/txn.h"
 
 #include <stdio.h>
+
+/* The shared Redis server, received at init. */
+static struct redis_shared *redis;
+
+static int redis_lock_init(const struct guard *self, const struct guard_backends *b, char *err,
+                      size_t errlen)
+{
+    redis = b->redis;
+    return 0;
+}
+
+static void redis_lock_fini(const struct guard *self)
+{
+    redis = NULL;
+}
 
 /* The WAIT of replicas_ack: 100 ms, or less when the request has less. */
 #define REPLICAS_ACK_MAX_MS 100
@@ -17,7 +36,7 @@
 /* The options only the safe reentrant lock can honour: the fencing token
  * and the fair queue live in its Lua scripts. Returns 1 with res filled
  * (bad_request) when the request mixes them with a seeds' mistake. */
-static int refuse_options(const struct deduct_req *req, const struct rlock_opts *o,
+static int refuse_options(const struct lock_req_opts *req, const struct rlock_opts *o,
                           struct deduct_res *res)
 {
     if (o->kind == RLOCK_REENTRANT || (!req->fencing && !req->fair))
@@ -30,17 +49,53 @@ static int refuse_options(const struct deduct_req *req, const struct rlock_opts 
     return 1;
 }
 
+/* KEYS[1] lock, [2] fence counter; ARGV[1] owner, [2] the row's fence.
+ * While ARGV[1] still holds the lock: raise the counter past the row's
+ * fence and return the new token; else 0. */
+static struct rconn_script raise_script = RCONN_SCRIPT(
+    "if redis.call('hexists', KEYS[1], ARGV[1]) == 0 or "
+    "   redis.call('pttl', KEYS[1]) <= 0 then return 0 end "
+    "local c = tonumber(redis.call('get', KEYS[2]) or '0') "
+    "local f = tonumber(ARGV[2]) "
+    "if c < f then redis.call('set', KEYS[2], ARGV[2]) end "
+    "return redis.call('incr', KEYS[2])");
+
+/* A fenced write refused although this holder still holds the lock: the
+ * fence counter went back (a failover to a replica that had not seen the
+ * last INCRs, a lost key) while the row kept the newer token. A stale
+ * holder has lost its lock, so it is never raised here. Returns the new
+ * token, or 0 (not ours any more, or Redis/MySQL failed: stay fenced). */
+static unsigned long long raise_fence(const struct deduct_env *env, const struct rlock *l,
+                                      const char *sku)
+{
+    long long row = 0;
+    if (!env->db || db_run(env->db, "SELECT fence FROM inventory WHERE sku=?", "s", "l", sku,
+                           &row) <= 0)
+        return 0;
+    char fence_key[KEYS_MAX + 8], rowv[24], err[128];
+    snprintf(fence_key, sizeof(fence_key), "%s:fence", rlock_key(l));
+    snprintf(rowv, sizeof(rowv), "%lld", row);
+    const char *argv[4] = {rlock_key(l), fence_key, rlock_token(l), rowv};
+    redisReply *r = rconn_eval(redis->pool, err, sizeof(err), &raise_script, 2, 4,
+                               argv);
+    unsigned long long t = r && r->type == REDIS_REPLY_INTEGER && r->integer > row
+                               ? (unsigned long long)r->integer : 0;
+    freeReplyObject(r);
+    return t;
+}
+
 static int redis_lock_locked(const struct guard *self, const struct deduct_env *env,
                              const struct deduct_req *req, guard_work_fn work, void *ctx,
                              struct deduct_res *res)
 {
+    const struct lock_req_opts *lo = lock_opts_of(req);
     struct rlock_opts o;
     redis_shared_lock_opts(env, req, &o);
-    if (refuse_options(req, &o, res))
+    if (refuse_options(lo, &o, res))
         return -1;
-    o.fencing = req->fencing;
-    o.fair = req->fair;
-    o.replicas_ack = req->replicas_ack;
+    o.fencing = lo->fencing;
+    o.fair = lo->fair;
+    o.replicas_ack = (int)lo->replicas_ack;
     if (o.replicas_ack > 0) {
         long left = (long)(deduct_time_left(req) * 1000.0);
         o.ack_timeout_ms = left < REPLICAS_ACK_MAX_MS ? (left > 1 ? left : 1)
@@ -48,7 +103,7 @@ static int redis_lock_locked(const struct guard *self, const struct deduct_env *
     }
     char key[KEYS_MAX];
     keys_lock(key, req->sku);
-    struct rlock *l = rlock_new(redis_shared_locks(), key, &o);
+    struct rlock *l = rlock_new(redis->locks, key, &o);
     if (!l) {
         res->outcome = DEDUCT_INTERNAL;
         snprintf(res->detail, sizeof(res->detail), "out of memory");
@@ -72,9 +127,16 @@ static int redis_lock_locked(const struct guard *self, const struct deduct_env *
     if (!guard_deadline_passed(req, res)) {
         /* The write is fenced with the token taken with the lock. */
         struct deduct_req fenced = *req;
-        if (req->fencing)
+        fenced.fencing = lo->fencing;
+        if (lo->fencing)
             fenced.fence = rlock_fence(l);
         ret = work(ctx, env, &fenced, res);
+        unsigned long long t;
+        if (lo->fencing && res->outcome == DEDUCT_FENCED &&
+            (t = raise_fence(env, l, req->sku)) != 0) {
+            fenced.fence = t;
+            ret = work(ctx, env, &fenced, res);
+        }
     }
     /* A release that finds the lock gone (expired while held) is counted
      * in the lock stats; the work stands, and the audit judges it. */
@@ -90,28 +152,25 @@ static int redis_lock_deduct(const struct guard *self, const struct deduct_env *
     return 0;
 }
 
-static int redis_lock_seed(const struct guard *self, const struct deduct_env *env,
-                           const char *sku, long long stock, int segments,
-                           struct deduct_res *res)
-{
-    char key[KEYS_MAX];
-    keys_lock(key, sku);
-    const char *argv[2] = {"DEL", key};
-    redisReply *r = rconn_cmd_argv(redis_shared_pool(), res->detail, sizeof(res->detail), 2,
-                                   argv);
-    if (!r)
-        return -1;
-    freeReplyObject(r);
-    return 0;
-}
+/* Every lock option: the seeds' mistakes, and Redisson's fencing,
+ * replica acks and fair queue. */
+static const struct guard_field redis_lock_fields[] = {
+    LOCK_FIELD_TTL,     LOCK_FIELD_WATCHDOG,     LOCK_FIELD_ACQUIRE, LOCK_FIELD_RELEASE,
+    LOCK_FIELD_FENCING, LOCK_FIELD_REPLICAS_ACK, LOCK_FIELD_FAIR,
+};
 
 const struct guard guard_redis_lock = {
     .name = "redis-lock",
     .how = "Redis lock: SET NX PX with a token, Lua compare-and-delete release, watchdog renewal",
     .expect = "correct",
     .safe_across_instances = 1,
+    .fields = redis_lock_fields,
+    .nfields = sizeof(redis_lock_fields) / sizeof(redis_lock_fields[0]),
+    .opts_size = sizeof(struct lock_req_opts),
+    .opts_default = &lock_req_opts_default,
     .deduct = redis_lock_deduct,
     .locked = redis_lock_locked,
-    .seed = redis_lock_seed,
-    REDIS_SHARED_GUARD_FIELDS,
+    .uses_redis = 1,
+    .init = redis_lock_init,
+    .fini = redis_lock_fini,
 };

@@ -156,13 +156,22 @@ static int set_deadline(const struct http_req *req, struct deduct_req *dr,
     return 0;
 }
 
+/* nextra: body fields beyond the sale's own, for the chosen guard to
+ * accept (0: its defaults, the body is not read again). */
 static void run_deduct(const struct inv_conf *c, const struct http_req *req,
-                       struct deduct_req *dr, const char *body_guard,
+                       struct deduct_req *dr, const char *body_guard, int nextra,
                        struct http_resp *resp, const char **guard_label)
 {
     const struct guard *g = pick_guard(c, req, body_guard, resp);
     if (!g)
         return;
+    struct guard_opts opts;   /* dr->opts points here until the answer */
+    char err[512];
+    if (nextra > 0 &&
+        guard_parse_opts(g, req->body, req->body_len, &opts, &dr->opts, err, sizeof(err)) != 0) {
+        http_error(resp, 400, "bad_request", "%s", err);
+        return;
+    }
     if (set_deadline(req, dr, resp) != 0)
         return;
     *guard_label = g->name;
@@ -187,22 +196,23 @@ static void run_deduct(const struct inv_conf *c, const struct http_req *req,
 static void handle_deduct(const struct inv_conf *c, const struct http_req *req,
                           struct http_resp *resp, const char **guard_label)
 {
-    struct req_defaults d = {c->lock_wait_ms, c->lock_ttl_ms};
+    struct req_defaults d = {c->lock_wait_ms};
     struct deduct_req dr;
     char guard[32], err[256];
-    if (req_parse_deduct(req->body, req->body_len, &d, &dr, guard, sizeof(guard), err,
-                         sizeof(err)) != 0) {
+    int nextra;
+    if (req_parse_deduct(req->body, req->body_len, &d, &dr, guard, sizeof(guard), &nextra,
+                         err, sizeof(err)) != 0) {
         http_error(resp, 400, "bad_request", "%s", err);
         return;
     }
-    run_deduct(c, req, &dr, guard, resp, guard_label);
+    run_deduct(c, req, &dr, guard, nextra, resp, guard_label);
 }
 
 /* The seeds' own endpoint: GET /inventory/minusInventory?inventoryId=SKU */
 static void handle_minus(const struct inv_conf *c, const struct http_req *req,
                          struct http_resp *resp, const char **guard_label)
 {
-    struct req_defaults d = {c->lock_wait_ms, c->lock_ttl_ms};
+    struct req_defaults d = {c->lock_wait_ms};
     struct deduct_req dr;
     char err[256];
     req_default_deduct(&d, &dr);
@@ -212,7 +222,7 @@ static void handle_minus(const struct inv_conf *c, const struct http_req *req,
         return;
     }
     snprintf(dr.sku, sizeof(dr.sku), "%s", sku);
-    run_deduct(c, req, &dr, NULL, resp, guard_label);
+    run_deduct(c, req, &dr, NULL, 0, resp, guard_label);
 }
 
 static void handle_release(const struct inv_conf *c, const struct http_req *req,
@@ -324,7 +334,7 @@ static void handle_audit(const struct inv_conf *c, const char *sku, struct http_
         return;
     struct db_conn *db = env.db;
     struct audit a;
-    int rc = store_audit(db, sku, &a.initial, &a.stock, &a.sold);
+    int rc = guard_audit(db, sku, &a);
     if (rc < 0) {
         store_failure(resp, db, rc);
         return;
@@ -333,19 +343,25 @@ static void handle_audit(const struct inv_conf *c, const char *sku, struct http_
         http_error(resp, 404, "unknown_sku", "no SKU '%s'", sku);
         return;
     }
-    audit_compute(&a);
     json_t *j = json_pack("{s:s,s:I,s:I,s:I,s:I,s:I,s:b}", "sku", sku,
                           "initial", (json_int_t)a.initial, "stock", (json_int_t)a.stock,
                           "sold", (json_int_t)a.sold, "oversold", (json_int_t)a.oversold,
                           "lost_updates", (json_int_t)a.lost_updates, "consistent",
                           a.consistent);
     /* Write-behind sales answered but not in MySQL yet: the audit above is
-     * exact once they are 0 (null: their backend could not be read). */
-    long long pe, pu;
-    int prc = guard_pending(sku, &pe, &pu);
+     * exact once they are 0 (null: their backend could not be read). The
+     * drift: Redis apart from MySQL, per Redis-stock guard that sold. */
     if (j) {
-        json_object_set_new(j, "pending", prc == 0 ? json_integer(pe) : json_null());
-        json_object_set_new(j, "pending_units", prc == 0 ? json_integer(pu) : json_null());
+        json_object_set_new(j, "pending", a.pending_known ? json_integer(a.pending)
+                                                          : json_null());
+        json_object_set_new(j, "pending_units", a.pending_known
+                                                    ? json_integer(a.pending_units)
+                                                    : json_null());
+        json_object_set_new(j, "drift", a.drift_known ? json_integer(a.drift) : json_null());
+        json_t *by = json_object();
+        for (int i = 0; by && i < a.nsides; i++)
+            json_object_set_new(by, a.side[i].guard, json_integer(a.side[i].drift));
+        json_object_set_new(j, "drift_by_guard", by ? by : json_null());
     }
     http_json(resp, 200, j);
 }
@@ -415,9 +431,23 @@ static void handle_live(struct http_resp *resp)
     answer_copy(resp, live_body, live_len);
 }
 
+int inv_warm(void *app)
+{
+    const struct inv_conf *c = app;
+    struct db_conn *db = db_thread_conn(&c->db);
+    if (!db || !db->my || db_ping(db) != DB_OK)
+        return -1;
+    /* Redis: a pooled connection opened (or checked) by this worker, so
+     * the pool holds about one per worker when the first sales come. */
+    const char *up[8], *down = NULL;
+    size_t nup;
+    char err[160];
+    return guard_health(up, 8, &nup, &down, err, sizeof(err)) == 0 ? 0 : -1;
+}
+
 static void handle_health(const struct inv_conf *c, struct http_resp *resp)
 {
-    if (service_mysql_health(&c->db, resp) != 0)
+    if (service_mysql_health(&c->db, resp) != 0 || service_warm_health(resp) != 0)
         return;
     const char *up[8], *down = NULL;
     size_t nup;

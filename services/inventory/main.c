@@ -25,8 +25,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "inventory: mysql_library_init failed\n");
         return 1;
     }
-    guard_use_db(&conf.db);   /* the redis-stream flusher's MySQL */
-    if (guard_init_all(conf.instance, err, sizeof(err)) != 0) {
+    /* conf.db: the MySQL settings of the guards' own connections (the
+     * redis-stream flusher). */
+    if (guard_init_all(conf.instance, &conf.db, err, sizeof(err)) != 0) {
         fprintf(stderr, "inventory: %s\n", err);
         db_global_end();
         return 2;
@@ -37,6 +38,7 @@ int main(int argc, char **argv)
     metrics_describe("lab_lock_wait_seconds", "histogram", "time spent acquiring a guard");
 
     inv_routes_init(&conf);
+    http_set_warm(inv_warm);   /* /healthz: ready once every worker is connected */
     char banner[512];
     snprintf(banner, sizeof(banner), "%s listening on %s:%ld, guard %s, mysql %s:%ld/%s",
              conf.instance, conf.bind, conf.port, conf.guard, conf.db.host, conf.db.port,

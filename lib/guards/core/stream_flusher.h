@@ -20,8 +20,17 @@
 #include <stddef.h>
 
 struct db_conf;
+struct rconn_endpoint;
 
 #define SFLUSH_BATCH_MAX 1000
+/* How long a flusher's "about to commit" mark holds (KEYS_SALES_FLUSHING):
+ * longer than a batch's MySQL transaction takes; a flusher that dies
+ * marked delays audits' snapshots this long at most. */
+#define SFLUSH_MARK_MS 10000
+/* An audit's hold on commits (KEYS_SALES_AUDIT_HOLD) lasts at most this;
+ * a flusher waits for it up to SFLUSH_HOLD_WAIT_MS, then retries the batch. */
+#define SFLUSH_AUDIT_HOLD_MS 500
+#define SFLUSH_HOLD_WAIT_MS 1000
 
 /* The guard's option rows (guard_redis_stream.c) land here. */
 struct sflush_conf {
@@ -37,8 +46,8 @@ struct sflush_conf {
 /* Start the thread (when conf->enabled and db is set). Redis or MySQL down
  * is not a failure: the thread retries. Returns 0, or -1 with err (thread
  * or memory). conf and db must outlive the thread. */
-int sflush_start(const struct sflush_conf *conf, const struct db_conf *db, const char *host,
-                 int port, const char *instance, char *err, size_t errlen);
+int sflush_start(const struct sflush_conf *conf, const struct db_conf *db,
+                 struct rconn_endpoint *ep, const char *instance, char *err, size_t errlen);
 /* Stop and join the thread (within about block_ms plus one MySQL
  * transaction); a no-op when not started. */
 void sflush_stop(void);
