@@ -55,7 +55,7 @@ static struct zk_client *client;
 static atomic_ullong n_acquired, n_timeouts, n_unavailable, n_lost, n_recovered_creates,
     n_release_failures;
 
-#define ZK_PATH_MAX 320
+#define ZK_PATH_MAX 448
 
 static int zk_init(const struct guard *self, const struct guard_backends *b, char *err,
                    size_t errlen)
@@ -130,7 +130,7 @@ static int ensure_parents(zhandle_t *zh, const char *dir)
 
 struct zk_held {
     struct zk_session *s;
-    char dir[200];                 /* ROOT/{sku}: 127 + 1 + 64 bytes */
+    char dir[328];                 /* ROOT/{name}: 127 + 1 + 3 x 64 bytes */
     char node[ZK_PATH_MAX];        /* ROOT/{sku}/lock-<attempt>-<seq> */
     char attempt[24];
     long long seq;
@@ -304,7 +304,13 @@ static int take(const struct deduct_req *req, struct zk_held *h, struct deduct_r
         fail(res, DEDUCT_UNAVAILABLE, &n_unavailable, "%s", err);
         return -1;
     }
-    snprintf(h->dir, sizeof(h->dir), "%.127s/%.64s", conf.root, req->sku);
+    char name[STOCK_SKU_MAX * 3 + 1];
+    if (zk_lock_dir_name(req->sku, name, sizeof(name)) != 0) {
+        zk_client_release(client, h->s);
+        fail(res, DEDUCT_INTERNAL, NULL, "SKU too long for a lock path");
+        return -1;
+    }
+    snprintf(h->dir, sizeof(h->dir), "%.127s/%.192s", conf.root, name);
     snprintf(h->attempt, sizeof(h->attempt), "%016" PRIx64, util_rand());
     int rc = create_node(h, until, res);
     if (rc == 0) {
@@ -332,26 +338,54 @@ static void give_back(struct zk_held *h)
     zk_client_release(client, h->s);
 }
 
-/* Right before the write: the session that owns our node must still be
- * connected. Suspended, it may come back (then the node is still ours)
- * within the session timeout; lost, the node is gone and another holder
- * may be writing: refuse. */
+/* The part of the session timeout a confirmation may take and still
+ * count: the COMMIT that follows has the rest to land. */
+#define ZK_CONFIRM_FRACTION 3
+
+/* Right before the COMMIT (stock_rmw_checked's last check): the server,
+ * not this client's cached state, must say our node is still ours. A
+ * process stopped past its session (SIGSTOP, a long GC-like stall) wakes
+ * with a client that still believes it is connected; only a round trip
+ * finds out. The answer covers us for a session timeout after the moment
+ * the question was sent (the server heard from us then); we accept it only
+ * when it came within a third of that, so the COMMIT sent right after
+ * has the other two thirds to land before anyone else can hold the lock.
+ * A stall between this check and the COMMIT still escapes it: only a
+ * fencing token closes that gap. A dropped connection is waited for
+ * (within the session timeout and the deadline) and asked once more. */
 static int still_held(void *ctx, struct deduct_res *res)
 {
     struct zk_held *h = ctx;
-    enum zk_state st = zk_session_state(client, h->s);
-    if (st == ZK_SUSPENDED) {
+    long session = zk_session_timeout_ms(h->s);
+    if (session <= 0 || session > conf.session_ms)
+        session = conf.session_ms;
+    int rc = ZOK;
+    double took = 0;
+    for (int tries = 0; tries < 2; tries++) {
+        double t0 = util_now();
+        rc = zk_session_confirm(h->s, h->node);
+        took = util_now() - t0;
+        if (rc != ZCONNECTIONLOSS && rc != ZOPERATIONTIMEOUT)
+            break;
         long wait = (long)(deduct_time_left(h->req) * 1000.0);
-        st = zk_session_wait_connected(client, h->s, wait < conf.session_ms ? wait
-                                                                              : conf.session_ms);
+        if (zk_session_wait_connected(client, h->s, wait < session ? wait : session) !=
+            ZK_CONNECTED)
+            break;
     }
-    if (st == ZK_CONNECTED)
+    if (rc == ZOK && took * 1000.0 < (double)session / ZK_CONFIRM_FRACTION)
         return 1;
     atomic_fetch_add(&n_lost, 1);
     res->outcome = DEDUCT_LEASE_EXPIRED;
-    snprintf(res->detail, sizeof(res->detail),
-             "ZooKeeper session %s while holding %.60s; nothing was written",
-             zk_state_name(st), base_name(h->node));
+    if (rc == ZOK)
+        snprintf(res->detail, sizeof(res->detail),
+                 "ZooKeeper confirmed %.60s only after %.0f ms (more than a third of the "
+                 "%ld ms session); nothing was written", base_name(h->node), took * 1000.0,
+                 session);
+    else
+        snprintf(res->detail, sizeof(res->detail),
+                 "ZooKeeper did not confirm %.60s is still ours (%s, session %s); nothing "
+                 "was written", base_name(h->node), zerror(rc),
+                 zk_state_name(zk_session_state(client, h->s)));
     return 0;
 }
 

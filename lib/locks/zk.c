@@ -340,7 +340,51 @@ void zk_client_stats(struct zk_client *c, struct zk_stats *out)
     pthread_mutex_unlock(&c->mu);
 }
 
+/* The sync's answer is not needed: the exists sent after it is answered
+ * after it (a session's requests are answered in order). */
+static void sync_done(int rc, const char *value, const void *data)
+{
+    (void)rc;
+    (void)value;
+    (void)data;
+}
+
+int zk_session_confirm(struct zk_session *s, const char *node)
+{
+    struct Stat st;
+    int rc = zoo_async(s->zh, node, sync_done, NULL);
+    if (rc != ZOK)
+        return rc;
+    rc = zoo_exists(s->zh, node, 0, &st);
+    if (rc != ZOK)
+        return rc;
+    const clientid_t *id = zoo_client_id(s->zh);
+    return id && st.ephemeralOwner == id->client_id ? ZOK : ZNONODE;
+}
+
+long zk_session_timeout_ms(const struct zk_session *s)
+{
+    int t = zoo_recv_timeout(s->zh);
+    return t > 0 ? t : 0;
+}
+
 /* ---- lock node names -------------------------------------------------- */
+
+int zk_lock_dir_name(const char *sku, char *out, size_t outlen)
+{
+    size_t n = strlen(sku);
+    int dots = n > 0 && strspn(sku, ".") == n;
+    if ((dots ? n * 3 : n) + 1 > outlen)
+        return -1;
+    if (!dots) {
+        memcpy(out, sku, n + 1);
+        return 0;
+    }
+    for (size_t i = 0; i < n; i++)
+        memcpy(out + i * 3, "%2E", 3);
+    out[n * 3] = '\0';
+    return 0;
+}
 
 long long zk_lock_seq(const char *name)
 {

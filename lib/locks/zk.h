@@ -68,6 +68,19 @@ enum zk_state zk_session_wait_connected(struct zk_client *c, struct zk_session *
  * makes a new session. */
 void zk_session_abandon(struct zk_client *c, struct zk_session *s, const char *why);
 
+/* Ask the server, not the client's cached state, whether `node` still
+ * exists and belongs to session s: a sync (so the server we talk to has
+ * caught up with the leader, where a session's expiry is decided) and an
+ * exists, one round trip after the other on the session's FIFO order.
+ * Returns ZOK when it exists and its ephemeral owner is s, ZNONODE when it
+ * is gone or owned by another session, or the error of the call
+ * (ZSESSIONEXPIRED, ZCONNECTIONLOSS, ...). An answer of ZOK to requests
+ * sent at time T means the server heard from the session after T, so it
+ * cannot expire before T + the session timeout. */
+int zk_session_confirm(struct zk_session *s, const char *node);
+/* The session timeout the server granted s, in ms (0 when not known). */
+long zk_session_timeout_ms(const struct zk_session *s);
+
 /* The state of the client's current session (CONNECTING when none). */
 enum zk_state zk_client_state(struct zk_client *c);
 void zk_client_stats(struct zk_client *c, struct zk_stats *out);
@@ -90,6 +103,13 @@ void zk_watch_end(struct zk_watch *w);
 
 /* ---- the mutex recipe's pure logic (unit-tested) ----------------------
  * Lock nodes are named "lock-<attempt>-<10-digit sequence>". */
+
+/* The name of a SKU's lock folder (one path component): the SKU itself,
+ * except a SKU made only of dots ("." and ".." are valid SKUs but not
+ * valid ZooKeeper path components), whose dots are written "%2E". No SKU
+ * contains '%', so no two SKUs share a name. Returns 0, or -1 when out
+ * (outlen bytes) is too small. */
+int zk_lock_dir_name(const char *sku, char *out, size_t outlen);
 
 /* The sequence number of a lock node name, or -1 when it has none. */
 long long zk_lock_seq(const char *name);

@@ -96,6 +96,24 @@ static int answer_unless_repeat(const struct deduct_env *env, struct batch_item 
     return 0;
 }
 
+/* The members a committed (or empty) round left short: out_of_stock with
+ * what the round left, or their first sale's echo when repeats. A failed
+ * ledger read answers them with the failure (nothing was sold for them). */
+static void answer_shorts(const struct deduct_env *env, struct batch_item **shorts, int n,
+                          long long left)
+{
+    for (int i = 0; i < n; i++) {
+        int rc = answer_unless_repeat(env, shorts[i], DEDUCT_OUT_OF_STOCK, left);
+        if (rc < 0) {
+            struct deduct_res why;
+            memset(&why, 0, sizeof(why));
+            stock_db_failure(env->db, rc, &why);
+            answer_all(shorts + i, n - i, &why);
+            return;
+        }
+    }
+}
+
 /* The ledger rows of the requests taken, as JSON for
  * store_ledger_insert_rows. NULL when out of memory. */
 static char *rows_json(struct batch_item **take, int n, const long long *remaining,
@@ -169,20 +187,22 @@ static int sell_round(const char *guard_name, const struct deduct_env *env,
         remaining[ntake] = left;
         take[ntake++] = pick[i];
     }
+    /* The members the batch left short are answered only once the round
+     * committed: a repeated order id among the taken is refused by the
+     * ledger and takes nothing, and the next round must still offer its
+     * units to them (an out_of_stock now would be a lost sale). */
+    struct batch_item *shorts[STOCK_BATCH_MAX];
+    int nshort = 0;
     for (int i = 0; i < n; i++) {
         int taken = 0;
         for (int k = 0; k < ntake && !taken; k++)
             taken = take[k] == pick[i];
-        if (pick[i]->answered || taken)
-            continue;
-        int rc = answer_unless_repeat(env, pick[i], DEDUCT_OUT_OF_STOCK, left);
-        if (rc < 0) {
-            round_failed(env, pick, n, rc);
-            return 1;
-        }
+        if (!pick[i]->answered && !taken)
+            shorts[nshort++] = pick[i];
     }
     if (ntake == 0) {
         db_rollback(env->db);
+        answer_shorts(env, shorts, nshort, left);
         return 1;
     }
     long long m = store_take_if_enough(env->db, sku, stock - left);
@@ -203,7 +223,7 @@ static int sell_round(const char *guard_name, const struct deduct_env *env,
     if (m >= 0 && m != ntake)
         m = DB_ERR;
     if (m < 0) {
-        round_failed(env, take, ntake, (int)m);
+        round_failed(env, pick, n, (int)m);
         return 1;
     }
     /* One COMMIT for all: a lost reply is resolved once, by the first
@@ -211,13 +231,14 @@ static int sell_round(const char *guard_name, const struct deduct_env *env,
     struct deduct_res commit;
     memset(&commit, 0, sizeof(commit));
     if (stock_commit_sale(env, take[0]->req, guard_name, &commit) != STOCK_COMMITTED) {
-        answer_all(take, ntake, &commit);
+        answer_all(pick, n, &commit);   /* the short ones too: the stock is unknown */
         return 1;
     }
     for (int k = 0; k < ntake; k++) {
         take[k]->res->qty = take[k]->req->qty;
         answer(take[k], DEDUCT_SOLD, remaining[k], NULL);
     }
+    answer_shorts(env, shorts, nshort, left);
     return 1;
 }
 

@@ -34,6 +34,21 @@ int store_read(struct db_conn *db, const char *sku, int for_update,
     return n < 0 ? (int)n : n > 0;
 }
 
+int store_read_seeded(struct db_conn *db, const char *sku, long long *stock,
+                      long long *version, long long *seeds)
+{
+    long long n = db_run(db, "SELECT stock, version, seeds FROM inventory WHERE sku=?",
+                         "s", "lll", sku, stock, version, seeds);
+    return n < 0 ? (int)n : n > 0;
+}
+
+long long store_set_stock_seeded(struct db_conn *db, const char *sku, long long stock,
+                                 long long seeds)
+{
+    return db_run(db, "UPDATE inventory SET stock=?, version=version+1 WHERE sku=? AND seeds=?",
+                  "lsl", "", stock, sku, seeds);
+}
+
 long long store_set_stock(struct db_conn *db, const char *sku, long long stock)
 {
     return db_run(db, "UPDATE inventory SET stock=?, version=version+1 WHERE sku=?",
@@ -101,15 +116,13 @@ int store_seed(struct db_conn *db, const char *sku, long long stock, int segment
     long long rc = db_run(db, "INSERT INTO inventory (sku, stock, initial, version, segments) "
                               "VALUES (?, ?, ?, 0, ?) ON DUPLICATE KEY UPDATE "
                               "stock=VALUES(stock), initial=VALUES(initial), "
-                              "version=version+1, segments=VALUES(segments), fence=0",
+                              "version=version+1, segments=VALUES(segments), fence=0, "
+                              "seeds=seeds+1",
                           "slli", "", sku, stock, stock, segments);
     if (rc >= 0)
         rc = db_run(db, "DELETE FROM ledger WHERE sku=?", "s", "", sku);
-    if (rc >= 0) {
-        char name[KEYS_MAX];
-        keys_lock_row(name, sku);   /* this SKU's row only, never a prefix */
-        rc = db_run(db, "DELETE FROM lock_table WHERE lock_name=?", "s", "", name);
-    }
+    /* The SKU's lock-table row is left alone: a holder on another instance
+     * still holds it, and its write is refused by `seeds` instead. */
     return rc < 0 ? (int)rc : 0;
 }
 

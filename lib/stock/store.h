@@ -24,6 +24,15 @@ int store_ledger_get(struct db_conn *db, const char *order_id, int for_update,
 /* Read stock and version; for_update locks the row (inside a transaction). */
 int store_read(struct db_conn *db, const char *sku, int for_update,
                long long *stock, long long *version);
+/* Read stock, version and seeds (the reseed count) without a lock. */
+int store_read_seeded(struct db_conn *db, const char *sku, long long *stock,
+                      long long *version, long long *seeds);
+/* The lock guards' absolute write, only while the row has not been
+ * reseeded since the read that gave `seeds`: 1 written, 0 reseeded (or no
+ * SKU). Other writes do not stop it (overlapping holders still lose
+ * updates, as the lab means to show). */
+long long store_set_stock_seeded(struct db_conn *db, const char *sku, long long stock,
+                                 long long seeds);
 /* Absolute write of the computed value (the read-modify-write's write). */
 long long store_set_stock(struct db_conn *db, const char *sku, long long stock);
 /* Fencing (see stock_rmw): claim the row for `token` (fence = token, only
@@ -45,8 +54,9 @@ long long store_ledger_insert(struct db_conn *db, const char *order_id,
                               const char *sku, long long qty, long long remaining,
                               const char *guard, const char *instance);
 long long store_ledger_mark_released(struct db_conn *db, const char *order_id);
-/* Create or reset a SKU: stock = initial = `stock`, version bumped (0 for a
- * new SKU), fence back to 0, its ledger and its lock-table row cleared. Runs inside the
+/* Create or reset a SKU: stock = initial = `stock`, version and seeds bumped
+ * (0 for a new SKU), fence back to 0, its ledger cleared (its lock-table row,
+ * which a holder elsewhere may own, is not touched). Runs inside the
  * caller's transaction (the reseed commits MySQL and the guards' side
  * state together). Returns 0 or a negative DB_E* code. */
 int store_seed(struct db_conn *db, const char *sku, long long stock, int segments);

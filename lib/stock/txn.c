@@ -151,12 +151,38 @@ static void rmw_fenced(const char *guard_name, const struct deduct_req *req,
              "taken over; nothing was written", req->fence);
 }
 
+/* The SKU was reseeded (on any instance) after this sale read its stock:
+ * the value it computed belongs to the old stock, and is not written. */
+static void rmw_reseeded(const struct deduct_req *req, struct deduct_res *res)
+{
+    metrics_add("lab_reseeded_during_sale_total", "", 1);
+    res->outcome = DEDUCT_UNAVAILABLE;
+    snprintf(res->detail, sizeof(res->detail),
+             "SKU %.64s was reseeded while this sale held its lock; nothing was sold: "
+             "repeat it", req->sku);
+}
+
+/* A conditional write that matched no row: a reseed since our read, or
+ * (fenced) a newer token. Rolls back and fills res. */
+static void rmw_refused(const char *guard_name, const struct deduct_env *env,
+                        const struct deduct_req *req, long long seeds, struct deduct_res *res)
+{
+    long long stock, version, now_seeds = seeds;
+    db_rollback(env->db);
+    if (req->fence != 0 &&
+        (store_read_seeded(env->db, req->sku, &stock, &version, &now_seeds) != 1 ||
+         now_seeds == seeds))
+        rmw_fenced(guard_name, req, res);
+    else
+        rmw_reseeded(req, res);
+}
+
 int stock_rmw_checked(const char *guard_name, const struct deduct_env *env,
                       const struct deduct_req *req,
                       int (*may_write)(void *ctx, struct deduct_res *res), void *ctx,
                       struct deduct_res *res)
 {
-    long long stock, version, claimed = 1;
+    long long stock, version, seeds, claimed = 1;
     if (req->fencing && req->fence == 0) {
         /* A lock guard that accepted fencing but issued no token: refuse
          * rather than write unfenced behind the caller's back. */
@@ -176,7 +202,7 @@ int stock_rmw_checked(const char *guard_name, const struct deduct_env *env,
         stock_db_failure(env->db, (int)claimed, res);
         return 0;
     }
-    int rc = store_read(env->db, req->sku, 0, &stock, &version);
+    int rc = store_read_seeded(env->db, req->sku, &stock, &version, &seeds);
     if (rc < 0) {
         stock_db_failure(env->db, rc, res);
         return 0;
@@ -195,25 +221,36 @@ int stock_rmw_checked(const char *guard_name, const struct deduct_env *env,
         return 0;
     }
     util_sleep_ms(req->hold_ms);   /* the seeds' slow business call */
-    if (stock_past_deadline(req, res) || (may_write && !may_write(ctx, res)))
+    if (stock_past_deadline(req, res))
         return 0;
     long long remaining = stock - req->qty;
     long long n;
+    /* Unfenced, the write is conditional on `seeds` only: a reseed made on
+     * any instance after our read refuses it, while an overlapping holder
+     * (a lease that ran out) still overwrites, as the lab shows. Fenced,
+     * the version (which a reseed bumps too) and the token decide. */
     if ((n = db_begin(env->db)) < 0 ||
         (n = req->fence != 0
                  ? store_set_stock_fenced(env->db, req->sku, remaining, req->fence, version)
-                 : store_set_stock(env->db, req->sku, remaining)) < 0) {
+                 : store_set_stock_seeded(env->db, req->sku, remaining, seeds)) < 0) {
         txn_failed(env, req, n, res);
         return 0;
     }
-    if (n == 0 && req->fence != 0) {
-        db_rollback(env->db);
-        rmw_fenced(guard_name, req, res);
+    if (n == 0) {
+        rmw_refused(guard_name, env, req, seeds, res);
         return 0;
     }
     if ((n = store_ledger_insert(env->db, req->order_id, req->sku, req->qty,
                                  remaining, guard_name, env->instance)) < 0) {
         txn_failed(env, req, n, res);
+        return 0;
+    }
+    /* The guard's last word comes after the writes, right before the
+     * COMMIT: whatever time the MySQL round trips took is inside what it
+     * checks (a lease's validity, a ZooKeeper session confirmed by the
+     * server). Refused, nothing is committed. */
+    if (may_write && !may_write(ctx, res)) {
+        db_rollback(env->db);
         return 0;
     }
     if (stock_commit_sale(env, req, guard_name, res) != STOCK_COMMITTED)

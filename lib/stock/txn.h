@@ -11,6 +11,10 @@
 /* Read stock, check, hold req->hold_ms, then write the computed value and
  * the ledger row (guard `guard_name`) in one transaction. Lock guards call
  * it while holding their lock. Fills res; returns 0.
+ * The write lands only while the SKU has not been reseeded since the read
+ * (on any instance: the row's `seeds`); otherwise nothing is written and
+ * res is DEDUCT_UNAVAILABLE ("reseeded"), counted in
+ * lab_reseeded_during_sale_total.
  * Fenced (req->fence != 0, the guard's lock token): the row is first
  * claimed for the token (refused unless every token that wrote it is
  * older), and the write only lands while the claim is still ours; a
@@ -20,9 +24,11 @@
 int stock_rmw(const char *guard_name, const struct deduct_env *env,
               const struct deduct_req *req, struct deduct_res *res);
 
-/* stock_rmw asking may_write(ctx, res) right before the write, after the
- * hold: 0 means the guard no longer protects the write (a lease that ran
- * out), and nothing is written (may_write filled res). */
+/* stock_rmw asking may_write(ctx, res) after the writes, right before the
+ * COMMIT (the last moment the guard can still stop the sale): 0 means the
+ * guard no longer protects the write (a lease that ran out, a lost
+ * session); the transaction is rolled back and nothing is written
+ * (may_write filled res). */
 int stock_rmw_checked(const char *guard_name, const struct deduct_env *env,
                       const struct deduct_req *req,
                       int (*may_write)(void *ctx, struct deduct_res *res), void *ctx,

@@ -34,10 +34,16 @@ def expect(fault, guard, fields):
             return "held", ("redlock checks its lease validity right before the write: the resumed "
                             "holder answers 503 lease_expired and writes nothing. A pause AFTER that "
                             "check (between check and write) would still write: Redlock has no fence")
+        if guard == "etcd":
+            return "held", ("etcd's holder checks its lease on its own monotonic clock right before "
+                            "the write: paused past it, it answers 503 lease_expired and writes "
+                            "nothing. A pause AFTER that check would still write: use fencing")
         if guard == "zookeeper":
-            return "broke", ("lost update: the session expired while paused and a buyer sold; the "
-                             "resumed holder writes at once, usually before its client hears of the "
-                             "expiry (if the expiry event wins that race it refuses: then held)")
+            return "held", ("right before its COMMIT the holder asks the server (sync + exists of its "
+                            "lock node, owner = its session), never its client's cached state: the "
+                            "session expired while paused, so the resumed holder answers 503 "
+                            "lease_expired and writes nothing. A pause AFTER that confirmation (before "
+                            "the COMMIT leaves) would still write: only fencing closes that")
         return "broke", ("lost update: the lease ran out while the holder was paused, a buyer on the "
                          "other instance sold, and the holder wrote the stock it had read")
     if fault == "crash":
@@ -51,6 +57,8 @@ def expect(fault, guard, fields):
             return "held", "the lock row is taken over after its expiry (lock_ttl_ms): buyers sell again"
         if guard == "redlock":
             return "held", "the lease expires on every master after lock_ttl_ms: buyers sell again"
+        if guard == "etcd":
+            return "held", "nobody keeps the lease alive: etcd expires it and deletes the lock key after lock_ttl_ms"
         return "held", "the lock expires after its TTL (lock_ttl_ms): buyers sell again"
     if fault == "failover":
         if guard == "redlock":

@@ -245,6 +245,35 @@ static void test_duplicate_order_id_in_one_batch(void **state)
     assert_string_equal(other.error, "order_id_conflict");
 }
 
+/* Issue 18 item 7. Stock 3, order b-rep-1 sold (stock 2); behind a holder
+ * (stock 1 after it), a repeat of b-rep-1 and a new order queue into one
+ * batch, the repeat first. The repeat is the first sale's echo and takes
+ * nothing; the new order must get the unit that remains, never
+ * out_of_stock ("has 0 left") while stock 1 is there. */
+static void test_repeat_in_batch_does_not_starve_the_next(void **state)
+{
+    assert_int_equal(it_seed("B-rep", 3), 200);
+    struct shot first;
+    aim(&first, 0, "B-rep", "b-rep-1", 1, 0);
+    wave(&first, 1);
+    assert_int_equal(first.status, 200);
+    struct shot s[3];
+    aim(&s[0], 0, "B-rep", "b-rep-hold", 1, 600);
+    aim(&s[1], 0, "B-rep", "b-rep-1", 1, 0);
+    s[1].delay_ms = 150;       /* queued behind the holder, first in the batch */
+    aim(&s[2], 0, "B-rep", "b-rep-new", 1, 0);
+    s[2].delay_ms = 300;
+    wave(s, 3);
+    print_message("holder %ld; repeat %ld%s; new %ld %s\n", s[0].status, s[1].status,
+                  s[1].duplicate ? " (duplicate)" : "", s[2].status, s[2].error);
+    assert_int_equal(s[0].status, 200);
+    assert_int_equal(s[1].status, 200);
+    assert_true(s[1].duplicate);
+    assert_int_equal(s[2].status, 200);
+    assert_int_equal(ledger_rows("b-rep-new"), 1);
+    assert_exact("B-rep", 3);
+}
+
 struct wave_arg {
     struct shot *shots;
     int n;
@@ -379,6 +408,7 @@ static void test_deadline_while_queued(void **state)
 }
 
 static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_repeat_in_batch_does_not_starve_the_next),
     cmocka_unit_test(test_exact_on_two_instances),
     cmocka_unit_test(test_batch_larger_than_stock_is_split),
     cmocka_unit_test(test_duplicate_order_id_in_one_batch),

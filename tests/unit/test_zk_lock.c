@@ -93,10 +93,37 @@ static void test_no_server_bounded(void **state)
     zk_client_free(NULL);
 }
 
+/* A SKU's lock folder name: the SKU itself, except the all-dot SKUs that
+ * ZooKeeper refuses as path components; no two SKUs share a name. */
+static void test_dir_name(void **state)
+{
+    static const struct {
+        const char *sku, *want;
+        const char *label;
+    } cases[] = {
+        {"SKU-1", "SKU-1", "plain"},
+        {"a.b", "a.b", "dots inside"},
+        {".x", ".x", "leading dot"},
+        {".", "%2E", "dot"},
+        {"..", "%2E%2E", "dot dot"},
+        {"...", "%2E%2E%2E", "three dots"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char out[200];
+        assert_int_equal(zk_lock_dir_name(cases[i].sku, out, sizeof(out)), 0);
+        if (strcmp(out, cases[i].want) != 0)
+            fail_msg("%s: got %s", cases[i].label, out);
+    }
+    char small[4];
+    assert_int_equal(zk_lock_dir_name("..", small, sizeof(small)), -1);
+    assert_int_equal(zk_lock_dir_name("abc", small, sizeof(small)), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_seq),
+        cmocka_unit_test(test_dir_name),
         cmocka_unit_test(test_find_by_attempt),
         cmocka_unit_test(test_position),
         cmocka_unit_test(test_no_server_bounded),
