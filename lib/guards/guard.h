@@ -18,6 +18,50 @@
 #include <stdio.h>
 
 struct db_conf;
+struct redis_shared;
+
+/* What the process gives every guard's init: plain objects the registry
+ * owns, valid from init until after fini. A guard keeps the pointers it
+ * needs. */
+struct guard_backends {
+    const char *instance;            /* written into ledgers, lock tokens */
+    const struct db_conf *db;        /* MySQL settings, for a guard's own
+                                      * background connections; NULL = none */
+    struct redis_shared *redis;      /* the shared Redis server (pool + lock
+                                      * client, guards/core/redis_shared.h);
+                                      * NULL unless the guard has uses_redis */
+};
+
+/* ---- request options -------------------------------------------------- */
+
+/* One body field a guard accepts beyond the sale's own (stock/request.h),
+ * like a config row: name, type, bounds, where it goes in the guard's own
+ * options struct. The 400 texts follow from the row: "NAME must be an
+ * integer", "NAME must be LO..HI, got X", "NAME must be true or false",
+ * "NAME must be " + choices(). */
+enum guard_field_type {
+    GUARD_FIELD_INT,           /* JSON integer lo..hi, stored as long */
+    GUARD_FIELD_BOOL,          /* true/false, stored as int 0/1 */
+    GUARD_FIELD_CHOICE,        /* a string choice(s) maps to an int */
+};
+
+struct guard_field {
+    const char *name;          /* JSON key: "lock_ttl_ms" */
+    enum guard_field_type type;
+    size_t offset;             /* into the guard's options struct */
+    long long lo, hi;          /* INT bounds */
+    int (*choice)(const char *s, int *out);   /* CHOICE: 0 and *out, or -1 */
+    const char *(*choices)(void);             /* CHOICE: "a | b" for the 400 */
+};
+
+/* Storage for any guard's parsed options (a guard's opts_size fits). */
+#define GUARD_OPTS_MAX 64
+struct guard_opts {
+    union {
+        max_align_t align;
+        unsigned char bytes[GUARD_OPTS_MAX];
+    } u;
+};
 
 #define GUARD_FACTS_MAX 8
 #define GUARD_FACT_VALUES 64
@@ -52,17 +96,33 @@ struct guard {
                                 * read before it: one round trip less */
 
     /* Optional option rows; offsets into options_conf, the guard's own
-     * config struct. Guards sharing a backend may point at one table (the
-     * Redis address of the three Redis guards): it is listed once. */
+     * config struct. A shared backend's rows (the Redis address) are the
+     * backend's, listed once by the registry, not the guard's. */
     const struct cfg_opt *options;
     size_t noptions;
     void *options_conf;
 
+    /* Optional: the body fields this guard accepts beyond the sale's own,
+     * parsed by guard_parse_opts into a struct of its own (opts_size
+     * bytes, opts_default when the body sets none); a deduction reads them
+     * with guard_opts(). Any other field is a 400 that names the guard and
+     * lists what it accepts. */
+    const struct guard_field *fields;
+    size_t nfields;
+    size_t opts_size;
+    const void *opts_default;
+
+    /* 1: the guard works on the shared Redis server; init receives it in
+     * b->redis (its health and metrics are the registry's, once). */
+    int uses_redis;
+
     /* Optional: open what the guard needs, after options are parsed and
-     * before any request. A backend that is down is NOT a failure here (it
-     * may come up later); returns 0, or -1 with err (out of memory, bad
-     * option value). */
-    int (*init)(const struct guard *self, const char *instance, char *err, size_t errlen);
+     * before any request, with the shared backends b (keep what is needed;
+     * b itself is the caller's). A backend that is down is NOT a failure
+     * here (it may come up later); returns 0, or -1 with err (out of
+     * memory, bad option value). */
+    int (*init)(const struct guard *self, const struct guard_backends *b, char *err,
+                size_t errlen);
     /* Optional: close what init opened. */
     void (*fini)(const struct guard *self);
 
@@ -72,8 +132,8 @@ struct guard {
     int (*deduct)(const struct guard *self, const struct deduct_env *env,
                   const struct deduct_req *req, struct deduct_res *res);
     /* Optional, the lock guards: run work(ctx, env, req, res) while holding
-     * this guard's lock for req->sku, taken with req's lock options
-     * (lock_wait_ms, lock_ttl_ms, watchdog, ...) within req->deadline.
+     * this guard's lock for req->sku, taken with req->lock_wait_ms and
+     * its own options (guard_opts: lease, watchdog, ...) within req->deadline.
      * Returns work's value; -1 without running work when the lock was not
      * obtained in time, or was obtained after the deadline (res filled:
      * lock_timeout, deadline_exceeded, backend_unavailable). Their deduct
@@ -93,12 +153,12 @@ struct guard {
     /* Optional: add facts about this guard's side state of `sku`. Returns
      * 0, or -1 when the backend cannot be read (best effort). */
     int (*describe)(const struct guard *self, const char *sku, struct guard_facts *out);
-    /* Optional: reachability of the guard's backend for /healthz: 0 up, -1
-     * with err. *backend names it ("redis"). Guards sharing a backend share
-     * this function: it is called once. */
+    /* Optional: reachability of the guard's own backend for /healthz (a
+     * shared one is checked by the registry): 0 up, -1 with err. *backend
+     * names it ("zookeeper"). */
     int (*health)(const char **backend, char *err, size_t errlen);
     /* Optional: mirror the guard's counters into lib/base/metrics before
-     * /metrics renders. Shared functions are called once. */
+     * /metrics renders. */
     void (*export_metrics)(void);
 
     /* 1: deduct answers from the guard's own backend alone (write-behind,
@@ -116,6 +176,13 @@ struct guard {
      * the backend cannot be read. */
     int (*queued)(const struct guard *self, const char *order_id);
 };
+
+/* This guard's options for req: what the body set, else its defaults
+ * (NULL for a guard without fields). */
+static inline const void *guard_opts(const struct guard *g, const struct deduct_req *req)
+{
+    return req->opts ? req->opts : g->opts_default;
+}
 
 /* For a lock guard's `locked`: after a wait for the lock, the request's
  * deadline may have passed; then answer deadline_exceeded and write
@@ -147,25 +214,39 @@ const struct guard *const *guard_all(size_t *n);
 /* "none, mutex, ..." for error messages; static buffer, built once. */
 const char *guard_names(void);
 
-/* The guards' option tables as cfg groups (a table shared by several
- * guards once), written to out[0..max-1]. Returns the count. Parse them
- * together with the service's own group (cfg_parse_groups). */
+/* The guards' option tables as cfg groups, and the shared Redis rows once
+ * when a guard uses Redis, written to out[0..max-1]. Returns the count.
+ * Parse them together with the service's own group (cfg_parse_groups). */
 #define GUARD_GROUPS_MAX 16
 size_t guard_option_groups(struct cfg_group *out, size_t max);
 
-/* init of every guard, in list order; on failure the ones already started
- * are stopped again and -1 returns with err naming the guard. */
-int guard_init_all(const char *instance, char *err, size_t errlen);
-/* fini of every guard, in reverse order. */
+/* Open the shared backends (Redis when a guard uses it), then init every
+ * guard with them, in list order; db is the MySQL settings for the guards'
+ * background connections (must outlive the guards). On failure what was
+ * started is stopped again and -1 returns with err naming the guard. */
+int guard_init_all(const char *instance, const struct db_conf *db, char *err, size_t errlen);
+/* fini of every guard, in reverse order, then the shared backends. */
 void guard_fini_all(void);
 
-/* Every distinct backend health check; stops at the first failure.
+/* The shared backends' health checks, then every guard's own; stops at
+ * the first failure.
  * Returns 0, or -1 with *backend and err naming it. The names of the
  * backends that answered are appended to up[] (at most nup). */
 int guard_health(const char **up, size_t nup, size_t *nup_out, const char **backend,
                  char *err, size_t errlen);
-/* Every distinct export_metrics hook. */
+/* The shared backends' metrics, then every guard's export_metrics. */
 void guard_export_metrics(void);
+
+/* ---- request options (core/options.c) -------------------------------- */
+
+/* Check a deduct body (already valid JSON for req_parse_deduct) against
+ * g's fields: every key must be one of the sale's own (req_deduct_field)
+ * or one of g->fields, with a valid value. Returns 0 with *opts = store
+ * filled (defaults, then the body's values), or *opts = NULL when g has no
+ * fields; -1 with err (the 400 detail: the field's rule, or for a field g
+ * does not take, g's name and every field it accepts). */
+int guard_parse_opts(const struct guard *g, const char *body, size_t len,
+                     struct guard_opts *store, const void **opts, char *err, size_t errlen);
 
 /* ---- entry points (entry.c): what the service calls ------------------- */
 
@@ -198,11 +279,5 @@ void guard_describe(const char *sku, struct guard_facts *out);
 /* Sum of every guard's `pending` for sku (GET .../audit). Returns 0, or -1
  * when a guard's backend could not be read (the sums are then partial). */
 int guard_pending(const char *sku, long long *entries, long long *units);
-
-/* The MySQL settings of the process, for guards that run their own
- * background connections (the redis-stream flusher). Set once by main()
- * before guard_init_all; NULL when unset. conf must outlive the guards. */
-void guard_use_db(const struct db_conf *conf);
-const struct db_conf *guard_db(void);
 
 #endif

@@ -6,6 +6,7 @@
 
 #include "base/db.h"
 #include "base/util.h"
+#include "guards/core/lock_fields.h"
 #include "stock/keys.h"
 #include "stock/txn.h"
 
@@ -63,7 +64,8 @@ static int lock_table_locked(const struct guard *self, const struct deduct_env *
     char name[KEYS_MAX], owner[96];
     keys_lock_row(name, req->sku);
     util_make_id(owner, sizeof(owner), env->instance);
-    long ttl = req->lock_ttl_ms > 0 ? req->lock_ttl_ms : env->default_ttl_ms;
+    const struct lock_req_opts *lo = lock_opts_of(req);
+    long ttl = lock_opts_ttl(lo, env->default_ttl_ms);
     double t0 = util_now(), deadline = t0 + (double)req->lock_wait_ms / 1000.0;
     int got = 0;
     for (int i = 0;; i++) {
@@ -85,7 +87,8 @@ static int lock_table_locked(const struct guard *self, const struct deduct_env *
     }
     int ret = -1;
     struct deduct_req fenced = *req;
-    if (req->fencing && fence_of(env, name, owner, &fenced.fence, res) != 0)
+    fenced.fencing = lo->fencing;
+    if (lo->fencing && fence_of(env, name, owner, &fenced.fence, res) != 0)
         goto release;
     if (!guard_deadline_passed(req, res))
         ret = work(ctx, env, &fenced, res);
@@ -103,11 +106,17 @@ static int lock_table_deduct(const struct guard *self, const struct deduct_env *
     return 0;
 }
 
+static const struct guard_field lock_table_fields[] = {LOCK_FIELD_TTL, LOCK_FIELD_FENCING};
+
 const struct guard guard_lock_table = {
     .name = "lock-table",
     .how = "MySQL lock row: INSERT into a unique-keyed lock table, DELETE to release, expiry column",
     .expect = "correct",
     .safe_across_instances = 1,
+    .fields = lock_table_fields,
+    .nfields = sizeof(lock_table_fields) / sizeof(lock_table_fields[0]),
+    .opts_size = sizeof(struct lock_req_opts),
+    .opts_default = &lock_req_opts_default,
     .deduct = lock_table_deduct,
     .locked = lock_table_locked,
 };

@@ -6,6 +6,7 @@
 #include "guard.h"
 
 #include "base/util.h"
+#include "guards/core/lock_fields.h"
 #include "stock/txn.h"
 
 #include <errno.h>
@@ -39,6 +40,7 @@ static int mutex_locked(const struct guard *self, const struct deduct_env *env,
                         const struct deduct_req *req, guard_work_fn work, void *ctx,
                         struct deduct_res *res)
 {
+    const struct lock_req_opts *lo = lock_opts_of(req);
     pthread_mutex_t *m = &stripes[stripe_of(req->sku)];
     struct timespec until;
     clock_gettime(CLOCK_REALTIME, &until);
@@ -64,7 +66,8 @@ static int mutex_locked(const struct guard *self, const struct deduct_env *env,
     }
     int ret = -1;
     struct deduct_req fenced = *req;
-    if (req->fencing)
+    fenced.fencing = lo->fencing;
+    if (lo->fencing)
         fenced.fence = atomic_fetch_add(&fence_counter, 1) + 1;
     if (!guard_deadline_passed(req, res))
         ret = work(ctx, env, &fenced, res);
@@ -79,11 +82,18 @@ static int mutex_deduct(const struct guard *self, const struct deduct_env *env,
     return 0;
 }
 
+/* Its fence is a per-process counter (see API.md: fencing). */
+static const struct guard_field mutex_fields[] = {LOCK_FIELD_FENCING};
+
 const struct guard guard_mutex = {
     .name = "mutex",
     .how = "read-modify-write inside an in-process pthread mutex per SKU",
     .expect = "correct on 1 instance, oversells on 2+",
     .safe_across_instances = 0,
+    .fields = mutex_fields,
+    .nfields = sizeof(mutex_fields) / sizeof(mutex_fields[0]),
+    .opts_size = sizeof(struct lock_req_opts),
+    .opts_default = &lock_req_opts_default,
     .deduct = mutex_deduct,
     .locked = mutex_locked,
 };

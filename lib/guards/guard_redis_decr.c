@@ -25,9 +25,25 @@ static struct rconn_script decr_script = RCONN_SCRIPT(
     "if tonumber(v) < tonumber(ARGV[1]) then return {-1} end "
     "return {redis.call('DECRBY', KEYS[1], ARGV[1]), redis.call('GET', KEYS[2]) or ''}");
 
+/* The shared Redis server, received at init. */
+static struct redis_shared *redis;
+
+static int decr_init(const struct guard *self, const struct guard_backends *b, char *err,
+                      size_t errlen)
+{
+    redis = b->redis;
+    return 0;
+}
+
+static void decr_fini(const struct guard *self)
+{
+    redis = NULL;
+}
+
 static void rrec_keys(struct rrec *k, const char *sku)
 {
     k->guard = "redis-decr";
+    k->redis = redis;
     keys_stock(k->state, sku);
     keys_stock_epoch(k->epoch, sku);
     keys_stock_reconcile(k->marker, sku);
@@ -50,7 +66,7 @@ static long long decrement(const struct rrec *k, long qty, char epoch[RREC_EPOCH
     char n[24];
     snprintf(n, sizeof(n), "%ld", qty);
     const char *argv[3] = {k->state, k->epoch, n};
-    redisReply *r = rconn_eval(redis_shared_pool(), res->detail, sizeof(res->detail),
+    redisReply *r = rconn_eval(redis->pool, res->detail, sizeof(res->detail),
                                &decr_script, 2, 3, argv);
     if (!r) {
         res->outcome = DEDUCT_UNAVAILABLE;
@@ -179,7 +195,7 @@ static int redis_decr_describe(const struct guard *self, const char *sku,
         return 0;
     }
     const char *argv[2] = {"GET", k.state};
-    redisReply *r = rconn_cmd_argv(redis_shared_pool(), err, sizeof(err), 2, argv);
+    redisReply *r = rconn_cmd_argv(redis->pool, err, sizeof(err), 2, argv);
     if (!r)
         return -1;
     if (r->type == REDIS_REPLY_STRING) {
@@ -200,5 +216,7 @@ const struct guard guard_redis_decr = {
     .seed = redis_decr_seed,
     .release = redis_decr_release,
     .describe = redis_decr_describe,
-    REDIS_SHARED_GUARD_FIELDS,
+    .uses_redis = 1,
+    .init = decr_init,
+    .fini = decr_fini,
 };

@@ -7,11 +7,27 @@
 #include "guard.h"
 
 #include "base/util.h"
+#include "guards/core/lock_fields.h"
 #include "guards/core/redis_shared.h"
 #include "stock/keys.h"
 #include "stock/txn.h"
 
 #include <stdio.h>
+
+/* The shared Redis server, received at init. */
+static struct redis_shared *redis;
+
+static int redis_lock_init(const struct guard *self, const struct guard_backends *b, char *err,
+                      size_t errlen)
+{
+    redis = b->redis;
+    return 0;
+}
+
+static void redis_lock_fini(const struct guard *self)
+{
+    redis = NULL;
+}
 
 /* The WAIT of replicas_ack: 100 ms, or less when the request has less. */
 #define REPLICAS_ACK_MAX_MS 100
@@ -19,7 +35,7 @@
 /* The options only the safe reentrant lock can honour: the fencing token
  * and the fair queue live in its Lua scripts. Returns 1 with res filled
  * (bad_request) when the request mixes them with a seeds' mistake. */
-static int refuse_options(const struct deduct_req *req, const struct rlock_opts *o,
+static int refuse_options(const struct lock_req_opts *req, const struct rlock_opts *o,
                           struct deduct_res *res)
 {
     if (o->kind == RLOCK_REENTRANT || (!req->fencing && !req->fair))
@@ -36,13 +52,14 @@ static int redis_lock_locked(const struct guard *self, const struct deduct_env *
                              const struct deduct_req *req, guard_work_fn work, void *ctx,
                              struct deduct_res *res)
 {
+    const struct lock_req_opts *lo = lock_opts_of(req);
     struct rlock_opts o;
     redis_shared_lock_opts(env, req, &o);
-    if (refuse_options(req, &o, res))
+    if (refuse_options(lo, &o, res))
         return -1;
-    o.fencing = req->fencing;
-    o.fair = req->fair;
-    o.replicas_ack = req->replicas_ack;
+    o.fencing = lo->fencing;
+    o.fair = lo->fair;
+    o.replicas_ack = (int)lo->replicas_ack;
     if (o.replicas_ack > 0) {
         long left = (long)(deduct_time_left(req) * 1000.0);
         o.ack_timeout_ms = left < REPLICAS_ACK_MAX_MS ? (left > 1 ? left : 1)
@@ -50,7 +67,7 @@ static int redis_lock_locked(const struct guard *self, const struct deduct_env *
     }
     char key[KEYS_MAX];
     keys_lock(key, req->sku);
-    struct rlock *l = rlock_new(redis_shared_locks(), key, &o);
+    struct rlock *l = rlock_new(redis->locks, key, &o);
     if (!l) {
         res->outcome = DEDUCT_INTERNAL;
         snprintf(res->detail, sizeof(res->detail), "out of memory");
@@ -74,7 +91,8 @@ static int redis_lock_locked(const struct guard *self, const struct deduct_env *
     if (!guard_deadline_passed(req, res)) {
         /* The write is fenced with the token taken with the lock. */
         struct deduct_req fenced = *req;
-        if (req->fencing)
+        fenced.fencing = lo->fencing;
+        if (lo->fencing)
             fenced.fence = rlock_fence(l);
         ret = work(ctx, env, &fenced, res);
     }
@@ -92,12 +110,25 @@ static int redis_lock_deduct(const struct guard *self, const struct deduct_env *
     return 0;
 }
 
+/* Every lock option: the seeds' mistakes, and Redisson's fencing,
+ * replica acks and fair queue. */
+static const struct guard_field redis_lock_fields[] = {
+    LOCK_FIELD_TTL,     LOCK_FIELD_WATCHDOG,     LOCK_FIELD_ACQUIRE, LOCK_FIELD_RELEASE,
+    LOCK_FIELD_FENCING, LOCK_FIELD_REPLICAS_ACK, LOCK_FIELD_FAIR,
+};
+
 const struct guard guard_redis_lock = {
     .name = "redis-lock",
     .how = "Redis lock: SET NX PX with a token, Lua compare-and-delete release, watchdog renewal",
     .expect = "correct",
     .safe_across_instances = 1,
+    .fields = redis_lock_fields,
+    .nfields = sizeof(redis_lock_fields) / sizeof(redis_lock_fields[0]),
+    .opts_size = sizeof(struct lock_req_opts),
+    .opts_default = &lock_req_opts_default,
     .deduct = redis_lock_deduct,
     .locked = redis_lock_locked,
-    REDIS_SHARED_GUARD_FIELDS,
+    .uses_redis = 1,
+    .init = redis_lock_init,
+    .fini = redis_lock_fini,
 };

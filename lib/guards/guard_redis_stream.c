@@ -100,9 +100,14 @@ static struct rconn_script seed_script = RCONN_SCRIPT(
     "redis.call('DEL', KEYS[3]) "
     "return 0");
 
+/* The shared Redis and the MySQL settings, received at init. */
+static struct redis_shared *redis;
+static const struct db_conf *db_conf;
+
 static void rrec_keys(struct rrec *k, const char *sku)
 {
     k->guard = GUARD_NAME;
+    k->redis = redis;
     keys_sstock(k->state, sku);
     keys_sstock_epoch(k->epoch, sku);
     keys_sstock_reconcile(k->marker, sku);
@@ -177,7 +182,7 @@ static int sell(const struct deduct_env *env, const struct deduct_req *req,
     const char *argv[11] = {stock, epoch, order, KEYS_SALES_STREAM, KEYS_SALES_PENDING,
                             KEYS_SALES_PENDING_UNITS, req->sku, req->order_id, qty,
                             env->instance, ttl};
-    redisReply *r = rconn_eval(redis_shared_pool(), res->detail, sizeof(res->detail),
+    redisReply *r = rconn_eval(redis->pool, res->detail, sizeof(res->detail),
                                &sale_script, 6, 11, argv);
     if (!r) {
         res->outcome = DEDUCT_UNAVAILABLE;
@@ -198,7 +203,7 @@ static int stream_deduct(const struct guard *self, const struct deduct_env *env,
     struct rrec k;
     rrec_keys(&k, req->sku);
     struct deduct_env e = *env;
-    e.db = guard_db() ? db_thread_conn(guard_db()) : NULL;
+    e.db = db_conf ? db_thread_conn(db_conf) : NULL;
     if (!e.db) {
         res->outcome = DEDUCT_UNAVAILABLE;
         snprintf(res->detail, sizeof(res->detail), "no MySQL settings to reconcile with");
@@ -224,7 +229,7 @@ static int stream_seed(const struct guard *self, const struct deduct_env *env, c
     snprintf(val, sizeof(val), "%lld", stock);
     snprintf(token, sizeof(token), "%08lx", (unsigned long)random());
     const char *argv[7] = {k.state, k.epoch, k.marker, KEYS_SALES_PENDING, sku, val, token};
-    redisReply *r = rconn_eval(redis_shared_pool(), res->detail, sizeof(res->detail),
+    redisReply *r = rconn_eval(redis->pool, res->detail, sizeof(res->detail),
                                &seed_script, 4, 7, argv);
     if (!r)
         return -1;
@@ -253,7 +258,7 @@ static int stream_release(const struct guard *self, const struct deduct_env *env
 static long long hash_num(const char *hash, const char *field, char *err, size_t errlen)
 {
     const char *argv[3] = {"HGET", hash, field};
-    redisReply *r = rconn_cmd_argv(redis_shared_pool(), err, errlen, 3, argv);
+    redisReply *r = rconn_cmd_argv(redis->pool, err, errlen, 3, argv);
     if (!r)
         return -1;
     long long v = r->type == REDIS_REPLY_STRING ? atoll(r->str) : 0;
@@ -292,7 +297,7 @@ static int stream_queued(const struct guard *self, const char *order_id)
     char key[KEYS_MAX], err[128];
     keys_sorder(key, order_id);
     const char *argv[2] = {key, KEYS_SALES_PENDING};
-    redisReply *r = rconn_eval(redis_shared_pool(), err, sizeof(err), &queued_script, 2, 2,
+    redisReply *r = rconn_eval(redis->pool, err, sizeof(err), &queued_script, 2, 2,
                                argv);
     if (!r)
         return -1;
@@ -318,7 +323,7 @@ static void add_fact(struct guard_facts *out, const char *name, long long v)
 static long long oldest_age_ms(char *err, size_t errlen)
 {
     const char *argv[6] = {"XRANGE", KEYS_SALES_STREAM, "-", "+", "COUNT", "1"};
-    redisReply *r = rconn_cmd_argv(redis_shared_pool(), err, errlen, 6, argv);
+    redisReply *r = rconn_cmd_argv(redis->pool, err, errlen, 6, argv);
     if (!r)
         return -1;
     long long age = 0;
@@ -349,7 +354,7 @@ static int stream_describe(const struct guard *self, const char *sku, struct gua
         add_fact(out, "stream_stock_reconciling_ms", left);
     } else {
         const char *argv[2] = {"GET", k.state};
-        redisReply *r = rconn_cmd_argv(redis_shared_pool(), err, sizeof(err), 2, argv);
+        redisReply *r = rconn_cmd_argv(redis->pool, err, sizeof(err), 2, argv);
         if (!r)
             return -1;
         if (r->type == REDIS_REPLY_STRING)
@@ -367,30 +372,22 @@ static int stream_describe(const struct guard *self, const char *sku, struct gua
     return 0;
 }
 
-static int stream_init(const struct guard *self, const char *instance, char *err,
+static int stream_init(const struct guard *self, const struct guard_backends *b, char *err,
                        size_t errlen)
 {
-    if (redis_shared_init(self, instance, err, errlen) != 0)
-        return -1;
-    if (sflush_start(&conf, guard_db(), redis_shared_conf.host, (int)redis_shared_conf.port,
-                     instance, err, errlen) != 0) {
-        redis_shared_fini(self);
+    redis = b->redis;
+    db_conf = b->db;
+    if (sflush_start(&conf, db_conf, redis->endpoint, b->instance, err, errlen) != 0) {
+        redis = NULL;
         return -1;
     }
     return 0;
 }
 
-/* The shared Redis, checked under this guard's own hook: its setup (the
- * flusher) differs from the other Redis guards'. */
-static int stream_health(const char **backend, char *err, size_t errlen)
-{
-    return redis_shared_health(backend, err, errlen);
-}
-
 static void stream_fini(const struct guard *self)
 {
     sflush_stop();
-    redis_shared_fini(self);
+    redis = NULL;
 }
 
 const struct guard guard_redis_stream = {
@@ -408,7 +405,7 @@ const struct guard guard_redis_stream = {
     .options_conf = &conf,
     .init = stream_init,
     .fini = stream_fini,
-    .health = stream_health,
+    .uses_redis = 1,
     .export_metrics = sflush_export_metrics,
     .no_mysql_deduct = 1,
     .pending = stream_pending,

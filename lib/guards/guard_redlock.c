@@ -9,6 +9,7 @@
 #include "base/metrics.h"
 #include "locks/redlock.h"
 #include "base/util.h"
+#include "guards/core/lock_fields.h"
 #include "stock/keys.h"
 #include "stock/txn.h"
 
@@ -30,12 +31,12 @@ static struct redlock *redlock;
 static struct redlock_stats stats;
 static char unusable[160];   /* why there is no redlock (a bad node list) */
 
-static int redlock_init(const struct guard *self, const char *instance, char *err,
+static int redlock_init(const struct guard *self, const struct guard_backends *b, char *err,
                         size_t errlen)
 {
     struct redlock_config cfg;
     redlock_config_default(&cfg);
-    cfg.instance = instance;
+    cfg.instance = b->instance;
     cfg.stats = &stats;
     /* A stack may run without Redlock masters: only this guard fails then,
      * per request, saying why. */
@@ -66,7 +67,8 @@ struct held {
 static int take(const struct deduct_env *env, const struct deduct_req *req, struct held *h,
                 struct deduct_res *res)
 {
-    if (req->fencing) {
+    const struct lock_req_opts *lo = lock_opts_of(req);
+    if (lo->fencing) {
         /* Kleppmann's point ("How to do distributed locking", 2016): the
          * masters share no counter, so no token Redlock could hand out is
          * monotonic across holders, and a paused holder cannot be fenced. */
@@ -83,7 +85,7 @@ static int take(const struct deduct_env *env, const struct deduct_req *req, stru
     }
     char key[KEYS_MAX];
     keys_lock(key, req->sku);
-    long ttl = req->lock_ttl_ms > 0 ? req->lock_ttl_ms : env->default_ttl_ms;
+    long ttl = lock_opts_ttl(lo, env->default_ttl_ms);
     double t0 = util_now();
     int rc = redlock_lock(redlock, key, ttl, req->lock_wait_ms, &h->lease);
     res->lock_wait_s = util_now() - t0;
@@ -98,7 +100,7 @@ static int take(const struct deduct_env *env, const struct deduct_req *req, stru
     /* Without renewals a holder outliving its lease would write
      * unprotected; the watchdog keeps the quorum's keys alive instead. A
      * watchdog that cannot start leaves the validity check to refuse. */
-    if (req->watchdog && redlock_watch(redlock, &h->lease) != 0)
+    if (lo->watchdog && redlock_watch(redlock, &h->lease) != 0)
         fprintf(stderr, "redlock: watchdog not started for %s\n", key);
     if (guard_deadline_passed(req, res)) {
         redlock_unlock(redlock, &h->lease);
@@ -164,6 +166,10 @@ static void redlock_export_metrics(void)
     mirror("lab_redlock_expired_total", &stats.expired);
 }
 
+/* fencing is accepted to be refused with its reason (take). */
+static const struct guard_field redlock_fields[] = {LOCK_FIELD_TTL, LOCK_FIELD_WATCHDOG,
+                                                    LOCK_FIELD_FENCING};
+
 const struct guard guard_redlock = {
     .name = "redlock",
     .how = "Redlock: the lock on a quorum (N/2+1) of N independent Redis masters, watchdog renewal, validity checked before the write",
@@ -172,6 +178,10 @@ const struct guard guard_redlock = {
     .options = options,
     .noptions = sizeof(options) / sizeof(options[0]),
     .options_conf = &conf,
+    .fields = redlock_fields,
+    .nfields = sizeof(redlock_fields) / sizeof(redlock_fields[0]),
+    .opts_size = sizeof(struct lock_req_opts),
+    .opts_default = &lock_req_opts_default,
     .init = redlock_init,
     .fini = redlock_fini,
     .deduct = redlock_deduct,

@@ -11,6 +11,7 @@
 
 #include "base/metrics.h"
 #include "base/util.h"
+#include "guards/core/lock_fields.h"
 #include "guards/core/redis_reconcile.h"
 #include "guards/core/redis_shared.h"
 #include "stock/keys.h"
@@ -21,9 +22,25 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The shared Redis server, received at init. */
+static struct redis_shared *redis;
+
+static int segmented_init(const struct guard *self, const struct guard_backends *b, char *err,
+                      size_t errlen)
+{
+    redis = b->redis;
+    return 0;
+}
+
+static void segmented_fini(const struct guard *self)
+{
+    redis = NULL;
+}
+
 static void rrec_keys(struct rrec *k, const char *sku)
 {
     k->guard = "segmented";
+    k->redis = redis;
     keys_seg_count(k->state, sku);
     keys_seg_epoch(k->epoch, sku);
     keys_seg_reconcile(k->marker, sku);
@@ -76,7 +93,7 @@ static int segmented_seed(const struct guard *self, const struct deduct_env *env
 static int get_number(const char *key, long long *v, char *err, size_t errlen)
 {
     const char *argv[2] = {"GET", key};
-    redisReply *r = rconn_cmd_argv(redis_shared_pool(), err, errlen, 2, argv);
+    redisReply *r = rconn_cmd_argv(redis->pool, err, errlen, 2, argv);
     if (!r)
         return -1;
     *v = r->type == REDIS_REPLY_STRING ? atoll(r->str) : 0;
@@ -114,7 +131,7 @@ static int read_segment(const struct rrec *rk, const char *key, long *units,
                         char epoch[RREC_EPOCH_MAX], char *err, size_t errlen)
 {
     const char *argv[4] = {"MGET", rk->state, rk->epoch, key};
-    redisReply *r = rconn_cmd_argv(redis_shared_pool(), err, errlen, 4, argv);
+    redisReply *r = rconn_cmd_argv(redis->pool, err, errlen, 4, argv);
     if (!r)
         return -1;
     int rc = -1;
@@ -148,7 +165,7 @@ static enum seg_try try_segment(const struct guard *self, const struct deduct_en
     char lock_key[KEYS_MAX], key[KEYS_MAX], epoch[RREC_EPOCH_MAX];
     keys_seg_lock(lock_key, req->sku, i);
     keys_seg(key, req->sku, i);
-    struct rlock *l = rlock_new(redis_shared_locks(), lock_key, &o);
+    struct rlock *l = rlock_new(redis->locks, lock_key, &o);
     if (!l) {
         res->outcome = DEDUCT_INTERNAL;
         snprintf(res->detail, sizeof(res->detail), "out of memory");
@@ -327,14 +344,25 @@ static int segmented_describe(const struct guard *self, const char *sku,
     return 0;
 }
 
+/* The segment locks are Redis locks: their lease and the seeds' mistakes
+ * (no fencing: a segment write is not a stock_rmw). */
+static const struct guard_field segmented_fields[] = {LOCK_FIELD_TTL, LOCK_FIELD_WATCHDOG,
+                                                      LOCK_FIELD_ACQUIRE, LOCK_FIELD_RELEASE};
+
 const struct guard guard_segmented = {
     .name = "segmented",
     .how = "stock split over K Redis segment keys, each with its own lock; walk until one has stock",
     .expect = "correct, higher throughput",
     .safe_across_instances = 1,
+    .fields = segmented_fields,
+    .nfields = sizeof(segmented_fields) / sizeof(segmented_fields[0]),
+    .opts_size = sizeof(struct lock_req_opts),
+    .opts_default = &lock_req_opts_default,
     .deduct = segmented_deduct,
     .seed = segmented_seed,
     .release = segmented_release,
     .describe = segmented_describe,
-    REDIS_SHARED_GUARD_FIELDS,
+    .uses_redis = 1,
+    .init = segmented_init,
+    .fini = segmented_fini,
 };

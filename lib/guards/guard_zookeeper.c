@@ -14,6 +14,7 @@
 
 #include "base/metrics.h"
 #include "base/util.h"
+#include "guards/core/lock_fields.h"
 #include "locks/zk.h"
 #include "stock/txn.h"
 
@@ -56,7 +57,8 @@ static atomic_ullong n_acquired, n_timeouts, n_unavailable, n_lost, n_recovered_
 
 #define ZK_PATH_MAX 448
 
-static int zk_init(const struct guard *self, const char *instance, char *err, size_t errlen)
+static int zk_init(const struct guard *self, const struct guard_backends *b, char *err,
+                   size_t errlen)
 {
     size_t n = strlen(conf.root);
     if (n < 2 || conf.root[0] != '/' || conf.root[n - 1] == '/' || strstr(conf.root, "//")) {
@@ -392,7 +394,8 @@ static void fenced_req(const struct deduct_req *req, const struct zk_held *h,
                        struct deduct_req *out)
 {
     *out = *req;
-    if (req->fencing && h->seq >= 0)
+    out->fencing = lock_opts_of(req)->fencing;
+    if (out->fencing && h->seq >= 0)
         out->fence = (unsigned long long)h->seq + 1;
 }
 
@@ -448,6 +451,9 @@ static void zk_export_metrics(void)
     metrics_set("lab_zk_connected", "", zk_client_state(client) == ZK_CONNECTED ? 1 : 0);
 }
 
+/* Its token is the lock node's sequence number (fenced_req). */
+static const struct guard_field zk_fields[] = {LOCK_FIELD_FENCING};
+
 const struct guard guard_zookeeper = {
     .name = "zookeeper",
     .how = "ZooKeeper lock (Curator InterProcessMutex): ephemeral-sequential node per attempt, "
@@ -457,6 +463,10 @@ const struct guard guard_zookeeper = {
     .options = options,
     .noptions = sizeof(options) / sizeof(options[0]),
     .options_conf = &conf,
+    .fields = zk_fields,
+    .nfields = sizeof(zk_fields) / sizeof(zk_fields[0]),
+    .opts_size = sizeof(struct lock_req_opts),
+    .opts_default = &lock_req_opts_default,
     .init = zk_init,
     .fini = zk_fini,
     .deduct = zk_deduct,

@@ -14,10 +14,9 @@
 #define CMD_TIMEOUT_DEF     1000
 
 struct rconn_pool {
-    char *host;
-    int port;
+    struct rconn_endpoint *ep;
+    int own_ep;                         /* rconn_pool_new_addr made it */
     int connect_timeout_ms, cmd_timeout_ms;
-    char addr[300];                     /* "host:port", for messages */
     pthread_mutex_t mu;
     redisContext *idle[RCONN_IDLE_MAX]; /* a stack: the warmest on top */
     int nidle;
@@ -36,18 +35,20 @@ static void set_err(char *err, size_t errlen, const char *fmt, ...)
     va_end(ap);
 }
 
-redisContext *rconn_connect(const char *host, int port, int connect_timeout_ms,
+int rconn_readonly(const redisReply *r)
+{
+    return r && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "READONLY", 8) == 0;
+}
+
+redisContext *rconn_connect(struct rconn_endpoint *ep, int connect_timeout_ms,
                             int cmd_timeout_ms, char *errbuf, size_t errlen)
 {
     struct timeval ct = { connect_timeout_ms / 1000, (connect_timeout_ms % 1000) * 1000 };
     struct timeval rt = { cmd_timeout_ms / 1000, (cmd_timeout_ms % 1000) * 1000 };
-    char master[128];
-    int master_port;
+    char host[128];
+    int port;
     /* With Sentinel, the configured endpoint stands for "the master". */
-    if (rconn_sentinel_route(host, port, master, sizeof master, &master_port)) {
-        host = master;
-        port = master_port;
-    }
+    rconn_endpoint_route(ep, host, sizeof host, &port);
     redisContext *ctx = redisConnectWithTimeout(host, port, ct);
 
     if (!ctx) {
@@ -66,24 +67,36 @@ redisContext *rconn_connect(const char *host, int port, int connect_timeout_ms,
 
 /* ---- pool ------------------------------------------------------------- */
 
-struct rconn_pool *rconn_pool_new(const char *host, int port, int connect_timeout_ms,
+struct rconn_pool *rconn_pool_new(struct rconn_endpoint *ep, int connect_timeout_ms,
                                   int cmd_timeout_ms)
 {
-    struct rconn_pool *p = calloc(1, sizeof *p);
+    struct rconn_pool *p = ep ? calloc(1, sizeof *p) : NULL;
 
     if (!p)
         return NULL;
-    p->host = strdup(host ? host : "127.0.0.1");
-    if (!p->host) {
-        free(p);
-        return NULL;
-    }
-    p->port = port;
+    p->ep = ep;
     p->connect_timeout_ms = connect_timeout_ms > 0 ? connect_timeout_ms : CONNECT_TIMEOUT_DEF;
     p->cmd_timeout_ms = cmd_timeout_ms > 0 ? cmd_timeout_ms : CMD_TIMEOUT_DEF;
-    snprintf(p->addr, sizeof p->addr, "%.255s:%d", p->host, port);
     pthread_mutex_init(&p->mu, NULL);
     return p;
+}
+
+struct rconn_pool *rconn_pool_new_addr(const char *host, int port, int connect_timeout_ms,
+                                       int cmd_timeout_ms)
+{
+    struct rconn_endpoint *ep = rconn_endpoint_new(host, port, NULL, NULL, NULL, 0);
+    struct rconn_pool *p = rconn_pool_new(ep, connect_timeout_ms, cmd_timeout_ms);
+    if (!p) {
+        rconn_endpoint_free(ep);
+        return NULL;
+    }
+    p->own_ep = 1;
+    return p;
+}
+
+struct rconn_endpoint *rconn_pool_endpoint(const struct rconn_pool *p)
+{
+    return p->ep;
 }
 
 /* Close every idle context. The frees happen outside the mutex: closing a
@@ -108,13 +121,14 @@ void rconn_pool_free(struct rconn_pool *p)
         return;
     pool_flush(p);
     pthread_mutex_destroy(&p->mu);
-    free(p->host);
+    if (p->own_ep)
+        rconn_endpoint_free(p->ep);
     free(p);
 }
 
 const char *rconn_pool_addr(const struct rconn_pool *p)
 {
-    return p ? p->addr : "";
+    return p ? rconn_endpoint_addr(p->ep) : "";
 }
 
 int rconn_alive(const redisContext *ctx)
@@ -151,21 +165,19 @@ redisContext *rconn_get(struct rconn_pool *p, char *errbuf, size_t errlen)
     }
     /* Sentinel named another master since this one was opened (a failover
      * while the old master kept our socket open): every idle one is stale. */
-    if (ctx && rconn_sentinel_moved(p->host, p->port, ctx->tcp.host, ctx->tcp.port)) {
+    if (ctx && rconn_endpoint_moved(p->ep, ctx->tcp.host, ctx->tcp.port)) {
         redisFree(ctx);
         pool_flush(p);
         ctx = NULL;
     }
     if (ctx)
         return ctx;
-    ctx = rconn_connect(p->host, p->port, p->connect_timeout_ms, p->cmd_timeout_ms,
-                        errbuf, errlen);
+    ctx = rconn_connect(p->ep, p->connect_timeout_ms, p->cmd_timeout_ms, errbuf, errlen);
     /* The master we knew is gone: ask the Sentinels now and try the one
      * they name, once, rather than fail this call and the next few. */
-    if (!ctx && rconn_sentinel_followed(p->host, p->port)) {
-        rconn_sentinel_invalidate();
-        ctx = rconn_connect(p->host, p->port, p->connect_timeout_ms, p->cmd_timeout_ms,
-                            errbuf, errlen);
+    if (!ctx && rconn_endpoint_followed(p->ep)) {
+        rconn_endpoint_invalidate(p->ep);
+        ctx = rconn_connect(p->ep, p->connect_timeout_ms, p->cmd_timeout_ms, errbuf, errlen);
     }
     return ctx;
 }
@@ -175,7 +187,7 @@ redisContext *rconn_get(struct rconn_pool *p, char *errbuf, size_t errlen)
  * than find out one stale context at a time. */
 static void pool_drop(struct rconn_pool *p, redisContext *ctx)
 {
-    rconn_sentinel_invalidate();   /* maybe a failover: ask before reconnecting */
+    rconn_endpoint_invalidate(p->ep);   /* maybe a failover: ask before reconnecting */
     redisFree(ctx);
     pool_flush(p);
 }
@@ -232,14 +244,6 @@ static redisReply *refuse(redisContext *ctx, int code, const char *why)
     return NULL;
 }
 
-/* A write on a replica: the master we knew was demoted (it came back after
- * a failover). Ask Sentinel again before the next connect. */
-static void readonly_check(const redisReply *r)
-{
-    if (r && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "READONLY", 8) == 0)
-        rconn_sentinel_invalidate();
-}
-
 redisReply *rconn_script_run(redisContext *ctx, struct rconn_script *s, int nkeys,
                              int argc, const char **argv)
 {
@@ -274,7 +278,6 @@ redisReply *rconn_script_run(redisContext *ctx, struct rconn_script *s, int nkey
     }
     if (av != stack)
         free(av);
-    readonly_check(r);
     return r;
 }
 
@@ -312,15 +315,18 @@ static redisReply *call_run(struct rconn_pool *p, char *err, size_t errlen,
          * context that is just as dead as ours. */
         redisContext *ctx = attempt == 0
             ? rconn_get(p, err, errlen)
-            : rconn_connect(p->host, p->port, p->connect_timeout_ms, p->cmd_timeout_ms,
-                            err, errlen);
+            : rconn_connect(p->ep, p->connect_timeout_ms, p->cmd_timeout_ms, err, errlen);
         if (!ctx)
             return NULL;
         redisReply *r = call_send(ctx, c);
         if (r) {
-            readonly_check(r);
-            if (r->type == REDIS_REPLY_ERROR && strncmp(r->str, "READONLY", 8) == 0)
-                ctx->err = REDIS_ERR_OTHER;   /* drop this pool's connections to the replica */
+            /* A write on a replica: the master we knew was demoted (it
+             * came back after a failover). Ask Sentinel again before the
+             * next connect, and drop this pool's connections to it. */
+            if (rconn_readonly(r)) {
+                rconn_endpoint_invalidate(p->ep);
+                ctx->err = REDIS_ERR_OTHER;
+            }
             rconn_put(p, ctx);
             if (r->type == REDIS_REPLY_ERROR) {
                 set_err(err, errlen, "redis error: %.100s", r->str);
@@ -329,7 +335,7 @@ static redisReply *call_run(struct rconn_pool *p, char *err, size_t errlen,
             }
             return r;
         }
-        set_err(err, errlen, "redis %s: %.80s", p->addr,
+        set_err(err, errlen, "redis %s: %.80s", rconn_endpoint_addr(p->ep),
                 ctx->errstr[0] ? ctx->errstr : "no reply");
         /* EOF on a kept connection: the server went away (restarted) before
          * our command reached it, so sending it again on a new connection

@@ -19,20 +19,61 @@
 
 #define RCONN_IDLE_MAX 64
 
-/* Connect to host:port with both timeouts applied. Returns a live context,
- * or NULL with a reason in errbuf (may be NULL; the failed context is
- * freed). */
-redisContext *rconn_connect(const char *host, int port, int connect_timeout_ms,
+/* ---- endpoint --------------------------------------------------------- */
+
+/* Where connections go: host:port, or -- when Sentinels are given -- the
+ * master that Redis Sentinel manages under master_name. Such an endpoint
+ * asks SENTINEL get-master-addr-by-name on the first connect, again after
+ * a connection error or a READONLY reply (the old master came back as a
+ * replica: rconn_endpoint_invalidate), and at most once a second while
+ * connections are handed out (a failover while ours stayed open). Each
+ * question is bounded: every Sentinel in turn, 200 ms to connect and
+ * 300 ms to answer. While none answers, the last known master (or
+ * host:port itself) is used. Every endpoint keeps its own state: there is
+ * no process-wide table. */
+struct rconn_endpoint;
+
+#define RCONN_SENTINELS_MAX 8
+/* sentinels: "host:port,host:port,..." (at most RCONN_SENTINELS_MAX), NULL
+ * or "" for a plain host:port. Returns the endpoint (the caller frees it
+ * after every pool and client made on it), or NULL with a reason in err:
+ * a malformed list, out of memory. Thread-safe once made. */
+struct rconn_endpoint *rconn_endpoint_new(const char *host, int port, const char *sentinels,
+                                          const char *master_name, char *err, size_t errlen);
+/* Accepts NULL. */
+void rconn_endpoint_free(struct rconn_endpoint *ep);
+/* The configured "host:port", for messages. */
+const char *rconn_endpoint_addr(const struct rconn_endpoint *ep);
+/* The master the last question answered ("host:port" into buf), for
+ * messages and tests; "" when ep follows no Sentinel or none answered. */
+void rconn_endpoint_master(struct rconn_endpoint *ep, char *buf, size_t len);
+/* Ask the Sentinels again on the next connect (a connection error or a
+ * READONLY reply); nothing for a plain endpoint. Accepts NULL. */
+void rconn_endpoint_invalidate(struct rconn_endpoint *ep);
+/* 1 when r is a READONLY error: the server is a replica now. */
+int rconn_readonly(const redisReply *r);
+
+/* Connect to ep (its master, with Sentinels) with both timeouts applied.
+ * Returns a live context, or NULL with a reason in errbuf (may be NULL;
+ * the failed context is freed). */
+redisContext *rconn_connect(struct rconn_endpoint *ep, int connect_timeout_ms,
                             int cmd_timeout_ms, char *errbuf, size_t errlen);
 
 /* ---- pool ------------------------------------------------------------- */
 
 struct rconn_pool;
 
-/* A pool for one endpoint; connects lazily. NULL only when out of memory.
- * Timeouts <= 0 take 500 ms (connect) and 1000 ms (command). */
-struct rconn_pool *rconn_pool_new(const char *host, int port, int connect_timeout_ms,
+/* A pool for endpoint ep (borrowed: it must outlive the pool); connects
+ * lazily. NULL only when out of memory. Timeouts <= 0 take 500 ms
+ * (connect) and 1000 ms (command). */
+struct rconn_pool *rconn_pool_new(struct rconn_endpoint *ep, int connect_timeout_ms,
                                   int cmd_timeout_ms);
+/* The same for a plain host:port (NULL host: 127.0.0.1), the pool owning
+ * its endpoint. */
+struct rconn_pool *rconn_pool_new_addr(const char *host, int port, int connect_timeout_ms,
+                                       int cmd_timeout_ms);
+/* The pool's endpoint. */
+struct rconn_endpoint *rconn_pool_endpoint(const struct rconn_pool *p);
 /* Close every idle context and free; accepts NULL. Contexts still taken
  * must be given back first. */
 void rconn_pool_free(struct rconn_pool *p);
@@ -67,7 +108,9 @@ struct rconn_script {
 
 /* Run a script on ctx with nkeys keys then the rest of argv as arguments
  * (any argc; past RCONN_SCRIPT_ARGS_MAX the list is copied to the heap).
- * Returns the reply (caller frees), an error reply as is, or NULL when the connection failed (ctx->err set). */
+ * Returns the reply (caller frees), an error reply as is, or NULL when the connection failed (ctx->err set).
+ * A READONLY reply is the caller's to notice (rconn_readonly): ctx alone
+ * does not know its endpoint. */
 redisReply *rconn_script_run(redisContext *ctx, struct rconn_script *s, int nkeys,
                              int argc, const char **argv);
 
@@ -92,33 +135,10 @@ int rconn_ping(struct rconn_pool *p, char *err, size_t errlen);
 
 /* ---- Sentinel --------------------------------------------------------- */
 
-/* Follow a master that Redis Sentinel manages. Once set, every connection
- * rconn makes to host:port (the configured Redis endpoint: pools, the lock
- * watchdog) goes to the master the Sentinels name for master_name instead,
- * asked with SENTINEL get-master-addr-by-name on the first connect, again
- * after a connection error or a READONLY reply (the old master came back
- * as a replica), and at most once a second while connections are handed
- * out (a failover while ours stayed open). Each question is bounded: every
- * Sentinel in turn, 200 ms to connect and 300 ms to answer. While none
- * answers, the last known master (or host:port itself) is used.
- * sentinels: "host:port,host:port,..." (at most RCONN_SENTINELS_MAX).
- * Returns 0, or -1 with a reason in err for a malformed list. Call before
- * any thread uses rconn; an empty list turns following off. */
-#define RCONN_SENTINELS_MAX 8
-int rconn_sentinel_set(const char *host, int port, const char *sentinels,
-                       const char *master_name, char *err, size_t errlen);
-
 /* Parse "host:port,host:port" into hosts[i] (each hostlen bytes) and
  * ports[i]; at most max entries. Returns the count, or -1 with a reason in
  * err (empty entry, bad port, too many). Exposed for the unit tests. */
 int rconn_sentinel_parse(const char *list, char (*hosts)[128], int *ports, int max,
                          char *err, size_t errlen);
-
-/* The master the last question answered ("host:port" into buf), for
- * messages and tests; "" when Sentinel is not in use. */
-void rconn_sentinel_master(char *buf, size_t len);
-
-/* Ask again on the next connect (a connection error or READONLY). */
-void rconn_sentinel_invalidate(void);
 
 #endif

@@ -1,4 +1,6 @@
-/* Following a Sentinel-managed Redis master (see rconn.h, "Sentinel"). */
+/* A Redis endpoint: host:port, or the Sentinel-managed master it stands
+ * for (see rconn.h, "Endpoint"). No process-wide state: each endpoint
+ * object follows its own Sentinels. */
 #include "rconn.h"
 #include "rconn_sentinel.h"
 
@@ -12,12 +14,15 @@
 #define ASK_CMD_MS     300
 #define RECHECK_MS     1000
 
-static struct {
+/* An endpoint: the configured host:port, and when Sentinels are given the
+ * follower state of the master they name. */
+struct rconn_endpoint {
     pthread_mutex_t mu;        /* guards everything below but ask_mu */
     pthread_mutex_t ask_mu;    /* one thread asks at a time */
-    int on;
-    char host[128];            /* the followed (configured) endpoint */
+    int on;                    /* Sentinels given: follow their master */
+    char host[128];            /* the configured endpoint */
     int port;
+    char addr[160];            /* "host:port", for messages */
     char name[128];
     int n;
     char s_host[RCONN_SENTINELS_MAX][128];
@@ -25,7 +30,7 @@ static struct {
     char m_host[128];          /* the master last named; "" before the first answer */
     int m_port;
     long long asked_ms;        /* when; 0 = ask on the next connect */
-} sn = { .mu = PTHREAD_MUTEX_INITIALIZER, .ask_mu = PTHREAD_MUTEX_INITIALIZER };
+};
 
 static long long now_ms(void)
 {
@@ -72,46 +77,69 @@ int rconn_sentinel_parse(const char *list, char (*hosts)[128], int *ports, int m
     return n;
 }
 
-int rconn_sentinel_set(const char *host, int port, const char *sentinels,
-                       const char *master_name, char *err, size_t errlen)
+struct rconn_endpoint *rconn_endpoint_new(const char *host, int port, const char *sentinels,
+                                          const char *master_name, char *err, size_t errlen)
 {
     char hosts[RCONN_SENTINELS_MAX][128];
     int ports[RCONN_SENTINELS_MAX];
     int n = rconn_sentinel_parse(sentinels ? sentinels : "", hosts, ports,
                                  RCONN_SENTINELS_MAX, err, errlen);
-
     if (n < 0)
-        return -1;
-    pthread_mutex_lock(&sn.mu);
-    sn.on = n > 0;
-    snprintf(sn.host, sizeof sn.host, "%s", host ? host : "127.0.0.1");
-    sn.port = port;
-    snprintf(sn.name, sizeof sn.name, "%s", master_name && *master_name ? master_name : "lab");
-    sn.n = n;
-    memcpy(sn.s_host, hosts, sizeof hosts);
-    memcpy(sn.s_port, ports, sizeof ports);
-    sn.m_host[0] = '\0';
-    sn.m_port = 0;
-    sn.asked_ms = 0;
-    pthread_mutex_unlock(&sn.mu);
-    return 0;
+        return NULL;
+    struct rconn_endpoint *ep = calloc(1, sizeof *ep);
+    if (!ep) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    pthread_mutex_init(&ep->mu, NULL);
+    pthread_mutex_init(&ep->ask_mu, NULL);
+    ep->on = n > 0;
+    snprintf(ep->host, sizeof ep->host, "%s", host ? host : "127.0.0.1");
+    ep->port = port;
+    snprintf(ep->addr, sizeof ep->addr, "%s:%d", ep->host, port);
+    snprintf(ep->name, sizeof ep->name, "%s", master_name && *master_name ? master_name : "lab");
+    ep->n = n;
+    memcpy(ep->s_host, hosts, sizeof hosts);
+    memcpy(ep->s_port, ports, sizeof ports);
+    return ep;
 }
 
-void rconn_sentinel_invalidate(void)
+void rconn_endpoint_free(struct rconn_endpoint *ep)
 {
-    pthread_mutex_lock(&sn.mu);
-    sn.asked_ms = 0;
-    pthread_mutex_unlock(&sn.mu);
+    if (!ep)
+        return;
+    pthread_mutex_destroy(&ep->mu);
+    pthread_mutex_destroy(&ep->ask_mu);
+    free(ep);
 }
 
-void rconn_sentinel_master(char *buf, size_t len)
+const char *rconn_endpoint_addr(const struct rconn_endpoint *ep)
 {
-    pthread_mutex_lock(&sn.mu);
-    if (sn.on && sn.m_host[0])
-        snprintf(buf, len, "%s:%d", sn.m_host, sn.m_port);
+    return ep ? ep->addr : "";
+}
+
+int rconn_endpoint_followed(const struct rconn_endpoint *ep)
+{
+    return ep->on;
+}
+
+void rconn_endpoint_invalidate(struct rconn_endpoint *ep)
+{
+    if (!ep || !ep->on)
+        return;
+    pthread_mutex_lock(&ep->mu);
+    ep->asked_ms = 0;
+    pthread_mutex_unlock(&ep->mu);
+}
+
+void rconn_endpoint_master(struct rconn_endpoint *ep, char *buf, size_t len)
+{
+    pthread_mutex_lock(&ep->mu);
+    if (ep->on && ep->m_host[0])
+        snprintf(buf, len, "%s:%d", ep->m_host, ep->m_port);
     else if (len)
         buf[0] = '\0';
-    pthread_mutex_unlock(&sn.mu);
+    pthread_mutex_unlock(&ep->mu);
 }
 
 /* One Sentinel's answer into host/port: 0, or -1 (down, slow, or it does
@@ -147,83 +175,62 @@ out:
 }
 
 /* Ask when stale (one thread at a time; the others use what is cached). */
-static void refresh(void)
+static void refresh(struct rconn_endpoint *ep)
 {
     char s_host[RCONN_SENTINELS_MAX][128], name[128], host[128];
     int s_port[RCONN_SENTINELS_MAX], n, port = 0;
     long long now = now_ms();
 
-    pthread_mutex_lock(&sn.mu);
-    int due = sn.asked_ms == 0 || now - sn.asked_ms >= RECHECK_MS;
-    pthread_mutex_unlock(&sn.mu);
-    if (!due || pthread_mutex_trylock(&sn.ask_mu) != 0)
+    pthread_mutex_lock(&ep->mu);
+    int due = ep->asked_ms == 0 || now - ep->asked_ms >= RECHECK_MS;
+    pthread_mutex_unlock(&ep->mu);
+    if (!due || pthread_mutex_trylock(&ep->ask_mu) != 0)
         return;
-    pthread_mutex_lock(&sn.mu);
-    n = sn.n;
-    memcpy(s_host, sn.s_host, sizeof s_host);
-    memcpy(s_port, sn.s_port, sizeof s_port);
-    memcpy(name, sn.name, sizeof name);
-    pthread_mutex_unlock(&sn.mu);
+    pthread_mutex_lock(&ep->mu);
+    n = ep->n;
+    memcpy(s_host, ep->s_host, sizeof s_host);
+    memcpy(s_port, ep->s_port, sizeof s_port);
+    memcpy(name, ep->name, sizeof name);
+    pthread_mutex_unlock(&ep->mu);
     for (int i = 0; i < n; i++) {
         if (ask_one(s_host[i], s_port[i], name, host, sizeof host, &port) == 0) {
-            pthread_mutex_lock(&sn.mu);
-            memcpy(sn.m_host, host, sizeof host);
-            sn.m_port = port;
-            sn.asked_ms = now_ms();
-            pthread_mutex_unlock(&sn.mu);
+            pthread_mutex_lock(&ep->mu);
+            memcpy(ep->m_host, host, sizeof host);
+            ep->m_port = port;
+            ep->asked_ms = now_ms();
+            pthread_mutex_unlock(&ep->mu);
             break;
         }
     }
     /* No answer: keep asking on every connect (asked_ms stays old), which
      * is bounded by the per-Sentinel timeouts and the ask_mu. */
-    pthread_mutex_unlock(&sn.ask_mu);
+    pthread_mutex_unlock(&ep->ask_mu);
 }
 
-static int followed(const char *host, int port)
+void rconn_endpoint_route(struct rconn_endpoint *ep, char *out_host, size_t hostlen,
+                          int *out_port)
 {
-    return sn.on && port == sn.port && strcmp(host, sn.host) == 0;
-}
-
-int rconn_sentinel_followed(const char *host, int port)
-{
-    pthread_mutex_lock(&sn.mu);
-    int f = followed(host, port);
-    pthread_mutex_unlock(&sn.mu);
-    return f;
-}
-
-int rconn_sentinel_route(const char *host, int port, char *out_host, size_t hostlen,
-                         int *out_port)
-{
-    pthread_mutex_lock(&sn.mu);
-    int f = followed(host, port);
-    pthread_mutex_unlock(&sn.mu);
-    if (!f)
-        return 0;
-    refresh();
-    pthread_mutex_lock(&sn.mu);
-    if (sn.m_host[0]) {
-        snprintf(out_host, hostlen, "%s", sn.m_host);
-        *out_port = sn.m_port;
+    if (ep->on)
+        refresh(ep);
+    pthread_mutex_lock(&ep->mu);
+    if (ep->on && ep->m_host[0]) {
+        snprintf(out_host, hostlen, "%s", ep->m_host);
+        *out_port = ep->m_port;
     } else {
-        snprintf(out_host, hostlen, "%s", host);
-        *out_port = port;
+        snprintf(out_host, hostlen, "%s", ep->host);
+        *out_port = ep->port;
     }
-    pthread_mutex_unlock(&sn.mu);
-    return 1;
+    pthread_mutex_unlock(&ep->mu);
 }
 
-int rconn_sentinel_moved(const char *host, int port, const char *ctx_host, int ctx_port)
+int rconn_endpoint_moved(struct rconn_endpoint *ep, const char *ctx_host, int ctx_port)
 {
-    pthread_mutex_lock(&sn.mu);
-    int f = followed(host, port);
-    pthread_mutex_unlock(&sn.mu);
-    if (!f)
+    if (!ep->on)
         return 0;
-    refresh();
-    pthread_mutex_lock(&sn.mu);
-    int moved = sn.m_host[0] && ctx_host &&
-                (ctx_port != sn.m_port || strcmp(ctx_host, sn.m_host) != 0);
-    pthread_mutex_unlock(&sn.mu);
+    refresh(ep);
+    pthread_mutex_lock(&ep->mu);
+    int moved = ep->m_host[0] && ctx_host &&
+                (ctx_port != ep->m_port || strcmp(ctx_host, ep->m_host) != 0);
+    pthread_mutex_unlock(&ep->mu);
     return moved;
 }

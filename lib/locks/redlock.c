@@ -130,8 +130,8 @@ struct redlock *redlock_new(const struct redlock_config *cfg)
         return NULL;
     }
     for (int i = 0; i < cfg->nnodes; i++) {
-        r->nodes[i] = rconn_pool_new(cfg->nodes[i].host, cfg->nodes[i].port,
-                                     r->cfg.connect_timeout_ms, r->cfg.cmd_timeout_ms);
+        r->nodes[i] = rconn_pool_new_addr(cfg->nodes[i].host, cfg->nodes[i].port,
+                                          r->cfg.connect_timeout_ms, r->cfg.cmd_timeout_ms);
         if (!r->nodes[i]) {
             redlock_free(r);
             return NULL;

@@ -96,7 +96,11 @@ struct rlock_stats_snap {
         notifications, renewals, lost, foreign_release, unavailable;
 };
 
+struct rconn_endpoint;
+
 struct rlock_config {
+    struct rconn_endpoint *endpoint;  /* where to connect (borrowed: it must
+                                       * outlive the client); NULL: host:port */
     const char *host;          /* default "127.0.0.1" */
     int port;                  /* default 6379 */
     int connect_timeout_ms;    /* default 500 */

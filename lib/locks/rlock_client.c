@@ -50,12 +50,16 @@ static int wd_renew(void *owner, void **conn, const struct renewer_lease *l)
         ctx = NULL;
     }
     if (!ctx)
-        ctx = rconn_connect(c->host, c->port, c->connect_timeout_ms, c->cmd_timeout_ms,
-                            NULL, 0);
+        ctx = rconn_connect(rconn_pool_endpoint(c->pool), c->connect_timeout_ms,
+                            c->cmd_timeout_ms, NULL, 0);
     if (!ctx)
         return RLOCK_EUNAVAIL;
     rc = rlock_raw_renew(ctx, l->key, l->token, l->ttl_ms, l->flags);
-    if (ctx->err) {
+    /* An error reply (READONLY: the master was demoted) or a broken
+     * connection: ask Sentinel again and reconnect next time. */
+    if (rc == RLOCK_ERR)
+        rconn_endpoint_invalidate(rconn_pool_endpoint(c->pool));
+    if (ctx->err || rc == RLOCK_ERR) {
         redisFree(ctx);
         ctx = NULL;
     }
@@ -109,7 +113,10 @@ struct rlock_client *rlock_client_new(const struct rlock_config *cfg)
     else
         util_default_instance(c->instance, sizeof c->instance);
     c->stats = cfg && cfg->stats ? cfg->stats : &c->own_stats;
-    c->pool = rconn_pool_new(c->host, c->port, c->connect_timeout_ms, c->cmd_timeout_ms);
+    c->pool = cfg && cfg->endpoint
+                  ? rconn_pool_new(cfg->endpoint, c->connect_timeout_ms, c->cmd_timeout_ms)
+                  : rconn_pool_new_addr(c->host, c->port, c->connect_timeout_ms,
+                                        c->cmd_timeout_ms);
     if (!c->pool) {
         free(c);
         return NULL;

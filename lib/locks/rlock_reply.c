@@ -24,6 +24,9 @@ int rlock_set_err(struct rlock *l, int code, const char *fmt, ...)
 
 int rlock_reply_fail(struct rlock *l, redisContext *ctx, redisReply *r, const char *what)
 {
+    /* A write on a replica: the master was demoted; ask Sentinel again. */
+    if (rconn_readonly(r))
+        rconn_endpoint_invalidate(rconn_pool_endpoint(l->client->pool));
     if (!r)
         return rlock_set_err(l, RLOCK_EUNAVAIL, "%s: redis %s", what,
                              ctx->errstr[0] ? ctx->errstr : "connection failed");

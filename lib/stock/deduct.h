@@ -5,7 +5,6 @@
 #ifndef LAB_DEDUCT_H
 #define LAB_DEDUCT_H
 
-#include "locks/rlock.h"
 #include "base/util.h"
 
 #include <stddef.h>
@@ -13,28 +12,28 @@
 #define STOCK_SKU_MAX 64
 #define STOCK_ID_MAX 64
 
-/* One validated deduction request. */
+/* One validated deduction request: what every sale has, whatever guard
+ * protects it. Options of one guard (lock_ttl_ms, watchdog, fencing, ...)
+ * are that guard's own: parsed by it into `opts`, opaque here. */
 struct deduct_req {
     char sku[STOCK_SKU_MAX + 1];
     char order_id[STOCK_ID_MAX + 1];
+    char user_id[STOCK_ID_MAX + 1];   /* the buyer; "" when not given */
     long qty;                  /* 1..1000 */
     long hold_ms;              /* 0..10000: time spent holding the guard */
-    long lock_wait_ms;         /* how long a lock guard may wait */
-    long lock_ttl_ms;          /* lock lease; 0 = the instance default */
-    int watchdog;              /* renew the lease while held */
-    enum rlock_release release;
-    enum rlock_acquire acquire;
+    long lock_wait_ms;         /* how long the sale may wait for a lock (a
+                                * guard's, or MySQL's row locks); part of
+                                * the deadline */
     double deadline;           /* util_now() by which the request must have
                                 * finished or given up; 0 = none. Set by the
                                 * service; every wait and retry honours it. */
-    int fencing;               /* body "fencing": the lock guard must issue a
-                                * monotonic token and the write is refused
-                                * unless the token is newer than the row's */
+    const void *opts;          /* the chosen guard's own options (guards/
+                                * guard.h: guard_opts); NULL = its defaults */
+    /* The write's fence, set by a lock guard on its copy of the request,
+     * never by the body: */
+    int fencing;               /* the write must be fenced: a token is due */
     unsigned long long fence;  /* the token the guard obtained with its lock;
                                 * 0 = none (no fenced write) */
-    int replicas_ack;          /* redis-lock: replicas that must hold the
-                                * lock (WAIT) before the write; 0..2 */
-    int fair;                  /* redis-lock: queue waiters in arrival order */
 };
 
 /* 1 when the request's deadline has passed (never when it has none). */

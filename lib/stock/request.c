@@ -86,87 +86,74 @@ static int get_str(json_t *o, const char *key, const char **out, char *err,
     return 0;
 }
 
+const char *const req_deduct_fields[] = {"sku",     "qty",     "order_id",    "user_id",
+                                         "guard",   "hold_ms", "lock_wait_ms"};
+const size_t req_deduct_nfields = sizeof(req_deduct_fields) / sizeof(req_deduct_fields[0]);
+
+int req_deduct_field(const char *name)
+{
+    for (size_t i = 0; i < req_deduct_nfields; i++)
+        if (strcmp(req_deduct_fields[i], name) == 0)
+            return 1;
+    return 0;
+}
+
 void req_default_deduct(const struct req_defaults *d, struct deduct_req *out)
 {
     memset(out, 0, sizeof(*out));
     out->qty = 1;
     out->lock_wait_ms = d->lock_wait_ms;
-    out->lock_ttl_ms = d->lock_ttl_ms;
-    out->watchdog = 1;
-    out->release = RLOCK_RELEASE_TOKEN_LUA;
-    out->acquire = RLOCK_ACQUIRE_SET_NX_PX;
 }
 
 int req_parse_deduct(const char *body, size_t len, const struct req_defaults *d,
-                     struct deduct_req *out, char *guard, size_t guardlen,
+                     struct deduct_req *out, char *guard, size_t guardlen, int *nextra,
                      char *err, size_t errlen)
 {
     req_default_deduct(d, out);
     guard[0] = '\0';
+    *nextra = 0;
     json_t *o = load_object(body, len, err, errlen);
     if (!o)
         return -1;
-    const char *sku = NULL, *order_id = NULL, *g = NULL, *release = NULL,
-               *acquire = NULL;
-    long long qty = 1, hold = 0, wait = d->lock_wait_ms, ttl = d->lock_ttl_ms, acks = 0;
+    const char *sku = NULL, *order_id = NULL, *user_id = NULL, *g = NULL;
+    long long qty = 1, hold = 0, wait = d->lock_wait_ms;
     int rc = -1;
     if (get_str(o, "sku", &sku, err, errlen) || get_str(o, "order_id", &order_id, err, errlen) ||
-        get_str(o, "guard", &g, err, errlen) || get_str(o, "release", &release, err, errlen) ||
-        get_str(o, "acquire", &acquire, err, errlen) ||
+        get_str(o, "user_id", &user_id, err, errlen) ||
+        get_str(o, "guard", &g, err, errlen) ||
         get_int(o, "qty", 1, REQ_QTY_MAX, &qty, err, errlen) ||
         get_int(o, "hold_ms", 0, REQ_HOLD_MAX_MS, &hold, err, errlen) ||
-        get_int(o, "lock_wait_ms", 0, REQ_LOCK_WAIT_MAX_MS, &wait, err, errlen) ||
-        get_int(o, "lock_ttl_ms", 0, REQ_LOCK_TTL_MAX_MS, &ttl, err, errlen) ||
-        get_int(o, "replicas_ack", 0, REQ_REPLICAS_ACK_MAX, &acks, err, errlen))
+        get_int(o, "lock_wait_ms", 0, REQ_LOCK_WAIT_MAX_MS, &wait, err, errlen))
         goto out;
     if (!sku) {
         snprintf(err, errlen, "sku is required");
         goto out;
     }
     if (req_check_id("sku", sku, err, errlen) ||
-        (order_id && req_check_id("order_id", order_id, err, errlen)))
+        (order_id && req_check_id("order_id", order_id, err, errlen)) ||
+        (user_id && req_check_id("user_id", user_id, err, errlen)))
         goto out;
-    json_t *wd = json_object_get(o, "watchdog");
-    if (wd && !json_is_boolean(wd)) {
-        snprintf(err, errlen, "watchdog must be true or false");
-        goto out;
-    }
-    json_t *fencing = json_object_get(o, "fencing");
-    if (fencing && !json_is_boolean(fencing)) {
-        snprintf(err, errlen, "fencing must be true or false");
-        goto out;
-    }
-    json_t *fair = json_object_get(o, "fair");
-    if (fair && !json_is_boolean(fair)) {
-        snprintf(err, errlen, "fair must be true or false");
-        goto out;
-    }
-    if (release && rlock_release_parse(release, &out->release) != 0) {
-        snprintf(err, errlen, "release must be %s", rlock_release_choices());
-        goto out;
-    }
-    if (acquire && rlock_acquire_parse(acquire, &out->acquire) != 0) {
-        snprintf(err, errlen, "acquire must be %s", rlock_acquire_choices());
-        goto out;
-    }
     if (g && (strlen(g) == 0 || strlen(g) >= guardlen)) {
         snprintf(err, errlen, "guard must be a guard name (see GET /guards)");
         goto out;
     }
+    const char *key;
+    json_t *v;
+    json_object_foreach(o, key, v) {
+        (void)v;
+        if (!req_deduct_field(key))
+            (*nextra)++;
+    }
     snprintf(out->sku, sizeof(out->sku), "%s", sku);
     if (order_id)
         snprintf(out->order_id, sizeof(out->order_id), "%s", order_id);
+    if (user_id)
+        snprintf(out->user_id, sizeof(out->user_id), "%s", user_id);
     if (g)
         snprintf(guard, guardlen, "%s", g);
     out->qty = (long)qty;
     out->hold_ms = (long)hold;
     out->lock_wait_ms = (long)wait;
-    out->lock_ttl_ms = (long)ttl;
-    if (wd)
-        out->watchdog = json_is_true(wd);
-    out->fencing = fencing && json_is_true(fencing);
-    out->fair = fair && json_is_true(fair);
-    out->replicas_ack = (int)acks;
     rc = 0;
 out:
     json_decref(o);

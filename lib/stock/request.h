@@ -11,16 +11,21 @@
 #define REQ_QTY_MAX 1000
 #define REQ_HOLD_MAX_MS 10000
 #define REQ_LOCK_WAIT_MAX_MS 60000
-#define REQ_LOCK_TTL_MAX_MS 600000
-#define REQ_REPLICAS_ACK_MAX 2
 #define REQ_STOCK_MAX 1000000000LL
 #define REQ_SEGMENTS_MAX 64
 #define REQ_SEGMENTS_DEFAULT 10
 
 struct req_defaults {
     long lock_wait_ms;
-    long lock_ttl_ms;
 };
+
+/* The deduct body's fields every guard accepts: sku, qty, order_id,
+ * user_id, guard, hold_ms, lock_wait_ms (in this order). Any other field
+ * belongs to a guard (guards/guard.h: guard_parse_opts). */
+extern const char *const req_deduct_fields[];
+extern const size_t req_deduct_nfields;
+/* 1 when name is one of req_deduct_fields. */
+int req_deduct_field(const char *name);
 
 /* SKUs, order ids and user ids: 1..64 bytes of A-Z a-z 0-9 . _ : -, and
  * they are compared as exact bytes everywhere (MySQL binary collation,
@@ -31,11 +36,13 @@ int req_check_id(const char *what, const char *s, char *err, size_t errlen);
 /* 1 when c belongs to the identifier alphabet. */
 int req_id_char_ok(unsigned char c);
 
-/* Parse POST /inventory/deduct. Fills out (order_id left "" when absent)
- * and guard (the body's "guard", "" when absent). An empty body is an
- * error: sku is required. */
+/* Parse POST /inventory/deduct: the sale's own fields. Fills out
+ * (order_id and user_id left "" when absent, opts NULL) and guard (the
+ * body's "guard", "" when absent); *nextra receives the number of other
+ * fields, which the chosen guard must accept (guard_parse_opts). An empty
+ * body is an error: sku is required. */
 int req_parse_deduct(const char *body, size_t len, const struct req_defaults *d,
-                     struct deduct_req *out, char *guard, size_t guardlen,
+                     struct deduct_req *out, char *guard, size_t guardlen, int *nextra,
                      char *err, size_t errlen);
 
 /* Parse PUT /inventory/{sku}: stock 0..1e9 (required), segments 1..64

@@ -156,13 +156,22 @@ static int set_deadline(const struct http_req *req, struct deduct_req *dr,
     return 0;
 }
 
+/* nextra: body fields beyond the sale's own, for the chosen guard to
+ * accept (0: its defaults, the body is not read again). */
 static void run_deduct(const struct inv_conf *c, const struct http_req *req,
-                       struct deduct_req *dr, const char *body_guard,
+                       struct deduct_req *dr, const char *body_guard, int nextra,
                        struct http_resp *resp, const char **guard_label)
 {
     const struct guard *g = pick_guard(c, req, body_guard, resp);
     if (!g)
         return;
+    struct guard_opts opts;   /* dr->opts points here until the answer */
+    char err[512];
+    if (nextra > 0 &&
+        guard_parse_opts(g, req->body, req->body_len, &opts, &dr->opts, err, sizeof(err)) != 0) {
+        http_error(resp, 400, "bad_request", "%s", err);
+        return;
+    }
     if (set_deadline(req, dr, resp) != 0)
         return;
     *guard_label = g->name;
@@ -187,22 +196,23 @@ static void run_deduct(const struct inv_conf *c, const struct http_req *req,
 static void handle_deduct(const struct inv_conf *c, const struct http_req *req,
                           struct http_resp *resp, const char **guard_label)
 {
-    struct req_defaults d = {c->lock_wait_ms, c->lock_ttl_ms};
+    struct req_defaults d = {c->lock_wait_ms};
     struct deduct_req dr;
     char guard[32], err[256];
-    if (req_parse_deduct(req->body, req->body_len, &d, &dr, guard, sizeof(guard), err,
-                         sizeof(err)) != 0) {
+    int nextra;
+    if (req_parse_deduct(req->body, req->body_len, &d, &dr, guard, sizeof(guard), &nextra,
+                         err, sizeof(err)) != 0) {
         http_error(resp, 400, "bad_request", "%s", err);
         return;
     }
-    run_deduct(c, req, &dr, guard, resp, guard_label);
+    run_deduct(c, req, &dr, guard, nextra, resp, guard_label);
 }
 
 /* The seeds' own endpoint: GET /inventory/minusInventory?inventoryId=SKU */
 static void handle_minus(const struct inv_conf *c, const struct http_req *req,
                          struct http_resp *resp, const char **guard_label)
 {
-    struct req_defaults d = {c->lock_wait_ms, c->lock_ttl_ms};
+    struct req_defaults d = {c->lock_wait_ms};
     struct deduct_req dr;
     char err[256];
     req_default_deduct(&d, &dr);
@@ -212,7 +222,7 @@ static void handle_minus(const struct inv_conf *c, const struct http_req *req,
         return;
     }
     snprintf(dr.sku, sizeof(dr.sku), "%s", sku);
-    run_deduct(c, req, &dr, NULL, resp, guard_label);
+    run_deduct(c, req, &dr, NULL, 0, resp, guard_label);
 }
 
 static void handle_release(const struct inv_conf *c, const struct http_req *req,

@@ -25,8 +25,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "inventory: mysql_library_init failed\n");
         return 1;
     }
-    guard_use_db(&conf.db);   /* the redis-stream flusher's MySQL */
-    if (guard_init_all(conf.instance, err, sizeof(err)) != 0) {
+    /* conf.db: the MySQL settings of the guards' own connections (the
+     * redis-stream flusher). */
+    if (guard_init_all(conf.instance, &conf.db, err, sizeof(err)) != 0) {
         fprintf(stderr, "inventory: %s\n", err);
         db_global_end();
         return 2;

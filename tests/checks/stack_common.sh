@@ -24,4 +24,4 @@ free_base() { # a port base with base..base+70 free on loopback
 # LAB_PORT_BASE in deploy/local/stack, and LAB_INVENTORY_URLS tells compare
 # to use an external stack. Every port variable, present or future, goes.
 for _v in $(compgen -v | grep -E '^LAB_[A-Z_]*_PORTS?$'); do unset "$_v"; done
-unset _v LAB_INVENTORY_URLS LAB_ORDER_URL LAB_STACK_DIR LAB_REPORTS_DIR
+unset _v LAB_INVENTORY_URLS LAB_ORDER_URL LAB_STACK_DIR LAB_REPORTS_DIR LAB_ETCD_URL LAB_ETCD_ENDPOINTS

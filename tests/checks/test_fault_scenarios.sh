@@ -58,7 +58,6 @@ CONF
 cat > "$tmp/restart.conf" <<'CONF'
 fault   = restart
 guards  = conditional-update
-field   = lock_ttl_ms=3000
 CONF
 
 t0=$SECONDS

@@ -5,11 +5,12 @@
 #   pause/resume/kill by the recorded pid, status shows "paused", start
 #   brings a killed process back, down never hangs on a paused process;
 #   inventory finds the master through Sentinel and follows a failover
-#   (master killed, replica promoted) without a restart.
+#   (master killed, replica promoted) without a restart; etcd answers,
+#   pauses, and keeps a key across kill -9 + start.
 # Exit 0 pass, 77 skip (no redis-sentinel), 1 fail.
 set -u
 name=test_stack_faults
-fail() { echo "$name: FAIL: $*"; for f in "${tmp:-/nonexistent}"/stack/logs/*.log; do [ -f "$f" ] && { echo "--- $f"; tail -n 5 "$f"; }; done; exit 1; }
+fail() { echo "$name: FAIL: $*"; for f in "${tmp:-/nonexistent}"/stack/logs/*.log "${tmp:-/nonexistent}"/stack/logs/*.err; do [ -f "$f" ] && { echo "--- $f"; tail -n 5 "$f"; }; done; exit 1; }
 command -v redis-sentinel >/dev/null || { echo "$name: skip: redis-sentinel not installed (apt-get install redis-sentinel)"; exit 77; }
 # shellcheck source=tests/checks/stack_common.sh
 . "$(dirname "$0")/stack_common.sh"
@@ -51,6 +52,27 @@ st status | grep -q '^inventory-1 *down ' || fail "status after kill: $(st statu
 st start inventory-1 >/dev/null || fail "start after kill"
 curl -fsS -m 5 "$inv/healthz" >/dev/null || fail "restarted inventory does not answer"
 st pause nosuch >/dev/null 2>&1 && fail "pause of an unknown name succeeded"
+
+# --- etcd: a kind like the others (status, kill/start, pause), data kept
+etcd=http://127.0.0.1:$((base + 56))
+etcd_get() { curl -sS -m 2 -X POST "$etcd/v3/kv/range" -d "{\"key\":\"$(printf sf-key | base64)\"}"; }
+st status | grep -q '^etcd *up ' || fail "etcd not up: $(st status)"
+curl -fsS -m 2 -X POST "$etcd/v3/kv/put" \
+    -d "{\"key\":\"$(printf sf-key | base64)\",\"value\":\"$(printf sf-val | base64)\"}" >/dev/null \
+    || fail "etcd put through the JSON gateway"
+ipid=$(cat "$tmp/stack/pids/inventory-1.pid")
+tr '\0' '\n' < "/proc/$ipid/environ" | grep -qx "LAB_ETCD_ENDPOINTS=$etcd" \
+    || fail "inventory-1 lacks LAB_ETCD_ENDPOINTS=$etcd"
+st pause etcd >/dev/null || fail "pause etcd"
+st status | grep -q '^etcd *paused ' || fail "status does not show etcd paused: $(st status)"
+st resume etcd >/dev/null || fail "resume etcd"
+st kill etcd >/dev/null || fail "kill etcd"
+st status | grep -q '^etcd *down ' || fail "status after killing etcd: $(st status)"
+st start etcd >/dev/null || fail "start etcd after kill"
+etcd_get | grep -q "\"value\":\"$(printf sf-val | base64)\"" || fail "etcd lost a key across kill -9: $(etcd_get)"
+[ "$(stat -c %a "$tmp/stack/etcd/data")" = 700 ] || fail "etcd data folder not private"
+ss -ltnH | awk '{print $4}' | grep -E ":($((base + 56))|$((base + 57)))\$" | grep -qv '^127\.0\.0\.1:' \
+    && fail "etcd listens beyond loopback"
 
 # --- Sentinel: the inventory follows a failover by itself
 sentinel=$((base + 66))

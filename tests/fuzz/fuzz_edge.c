@@ -1,6 +1,6 @@
 /* libFuzzer target for the HTTP edge and request parsing, without a socket:
  * the same checks http.c applies (lib/base/edge.h), then the parsers a route
- * runs on what passed (lib/stock/request.h), then the error body the client
+ * runs on what passed (lib/stock/request.h, every guard's options), then the error body the client
  * would get (http_error). Properties, not just "no crash":
  *   - edge_utf8_valid agrees with jansson's own UTF-8 check;
  *   - whatever is refused is a 400/401/403/415 whose body encodes (never the
@@ -10,6 +10,7 @@
  * content type, authorization, token, body (missing fields are empty). */
 #include "base/edge.h"
 #include "base/http.h"
+#include "guards/guard.h"
 #include "stock/request.h"
 
 #include <jansson.h>
@@ -44,17 +45,30 @@ static void answer(int status, const char *code, const char *detail)
 
 static void parsers(const char *path, const char *body, size_t blen)
 {
-    char err[256], guard[32], id[STOCK_ID_MAX + 1];
-    struct req_defaults d = {3000, 30000};
+    char err[512], guard[32], id[STOCK_ID_MAX + 1];
+    struct req_defaults d = {3000};
     struct deduct_req dr;
     long long stock;
     int segments;
     if (req_check_id("sku", path, err, sizeof(err)) != 0)
         answer(400, "bad_request", err);
-    if (req_parse_deduct(body, blen, &d, &dr, guard, sizeof(guard), err, sizeof(err)) != 0)
+    int nextra;
+    if (req_parse_deduct(body, blen, &d, &dr, guard, sizeof(guard), &nextra, err,
+                         sizeof(err)) != 0) {
         answer(400, "bad_request", err);
-    else
+    } else {
         must(req_check_id("sku", dr.sku, err, sizeof(err)) == 0, "accepted a bad sku");
+        /* The options of every guard: a 400 that quotes the client's key
+         * still encodes. */
+        size_t n;
+        const struct guard *const *all = guard_all(&n);
+        for (size_t i = 0; i < n && nextra > 0; i++) {
+            struct guard_opts store;
+            const void *opts;
+            if (guard_parse_opts(all[i], body, blen, &store, &opts, err, sizeof(err)) != 0)
+                answer(400, "bad_request", err);
+        }
+    }
     if (req_parse_seed(body, blen, &stock, &segments, err, sizeof(err)) != 0)
         answer(400, "bad_request", err);
     else

@@ -139,7 +139,7 @@ static long long client_id(redisContext *ctx)
 static void test_rconn_cmd(void **state)
 {
     NEED_REDIS();
-    struct rconn_pool *p = rconn_pool_new("127.0.0.1", redis_port, 200, 500);
+    struct rconn_pool *p = rconn_pool_new_addr("127.0.0.1", redis_port, 200, 500);
     char key[128], err[160] = "", want[64];
     redisReply *r;
 
@@ -172,7 +172,7 @@ static void test_rconn_cmd(void **state)
 static void test_rconn_unreachable(void **state)
 {
     int port = dead_port();
-    struct rconn_pool *p = rconn_pool_new("127.0.0.1", port, 200, 200);
+    struct rconn_pool *p = rconn_pool_new_addr("127.0.0.1", port, 200, 200);
     char err[160] = "", want[64];
 
     snprintf(want, sizeof want, "redis 127.0.0.1:%d: ", port);
@@ -181,7 +181,7 @@ static void test_rconn_unreachable(void **state)
         fail_msg("unreachable text: '%s'", err);
     assert_int_equal(rconn_ping(p, NULL, 0), -1);
     assert_null(rconn_get(p, NULL, 0));
-    assert_null(rconn_connect("127.0.0.1", port, 200, 200, NULL, 0));
+    assert_null(rconn_connect(rconn_pool_endpoint(p), 200, 200, NULL, 0));
     rconn_pool_free(p);
 }
 
@@ -192,7 +192,7 @@ static void test_rconn_script_noscript(void **state)
     NEED_REDIS();
     static struct rconn_script s = RCONN_SCRIPT(
         "return {KEYS[1], ARGV[1], tonumber(ARGV[2]) + 1}");
-    struct rconn_pool *p = rconn_pool_new("127.0.0.1", redis_port, 200, 500);
+    struct rconn_pool *p = rconn_pool_new_addr("127.0.0.1", redis_port, 200, 500);
     redisContext *r = raw(redis_port);
     const char *av[3] = { "k", "a", "41" };
     char err[160] = "";
@@ -259,7 +259,7 @@ static void test_rconn_script_noscript(void **state)
 static void test_rconn_eof_retry(void **state)
 {
     NEED_REDIS();
-    struct rconn_pool *p = rconn_pool_new("127.0.0.1", redis_port, 200, 500);
+    struct rconn_pool *p = rconn_pool_new_addr("127.0.0.1", redis_port, 200, 500);
     redisContext *r = raw(redis_port);
     char err[160] = "";
 
@@ -278,7 +278,7 @@ static void test_rconn_eof_retry(void **state)
     rconn_put(p, ctx);
 
     /* A timeout may have applied the command: reported, not retried. */
-    struct rconn_pool *slow = rconn_pool_new("127.0.0.1", redis_port, 200, 100);
+    struct rconn_pool *slow = rconn_pool_new_addr("127.0.0.1", redis_port, 200, 100);
     char key[128];
     key_for(key, sizeof key, "rconn-timeout");
     int64_t t0 = util_now_ms();
@@ -299,7 +299,7 @@ static void test_rconn_eof_retry(void **state)
 static void test_rconn_pool_flush(void **state)
 {
     NEED_REDIS();
-    struct rconn_pool *p = rconn_pool_new("127.0.0.1", redis_port, 200, 500);
+    struct rconn_pool *p = rconn_pool_new_addr("127.0.0.1", redis_port, 200, 500);
     redisContext *r = raw(redis_port);
 
     redisContext *a = rconn_get(p, NULL, 0);

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "guards/guard.h"
+#include "guards/core/redis_shared.h"
 
 static void test_find_every_guard(void **state)
 {
@@ -165,8 +166,19 @@ static void test_option_groups(void **state)
         if (listed != 1)
             fail_msg("guard %s's option table is offered %d times", all[i]->name, listed);
     }
-    assert_true(with_options >= 2);   /* the Redis guards and redlock */
-    assert_true(ng < with_options);   /* the Redis guards share one table */
+    /* The shared Redis rows are the backend's: one group of their own,
+     * offered once when any guard uses Redis, and no guard's. */
+    size_t uses_redis = 0, redis_groups = 0;
+    for (size_t i = 0; i < n; i++) {
+        uses_redis += all[i]->uses_redis;
+        if (all[i]->options == redis_shared_options)
+            fail_msg("guard %s lists the shared Redis rows as its own", all[i]->name);
+    }
+    for (size_t g = 0; g < ng; g++)
+        redis_groups += groups[g].opts == redis_shared_options;
+    assert_int_equal(redis_groups, uses_redis > 0);
+    assert_true(with_options >= 1);   /* redlock */
+    assert_int_equal(ng, with_options + redis_groups);
     for (size_t g = 0; g < ng; g++) {
         for (size_t i = 0; i < groups[g].nopts; i++) {
             const struct cfg_opt *o = &groups[g].opts[i];
@@ -183,8 +195,9 @@ static void test_option_groups(void **state)
     assert_int_equal(cfg_parse_groups(groups, ng, 1, argv, NULL, err, sizeof err), CFG_OK);
 }
 
-/* Guards that share a backend share its lifecycle: init and fini come in
- * pairs, and a health check or metrics hook is never half-wired. */
+/* init and fini come in pairs, a health check belongs to a guard that
+ * opens its backend, and no two guards share a hook (a shared backend's
+ * checks are the registry's, called once, not a shared function). */
 static void test_hooks_paired(void **state)
 {
     (void)state;
@@ -196,11 +209,12 @@ static void test_hooks_paired(void **state)
             fail_msg("guard %s has init without fini or fini without init", g->name);
         if (g->health && !g->init)
             fail_msg("guard %s checks a backend it never opens", g->name);
+        if (g->uses_redis && !g->init)
+            fail_msg("guard %s uses Redis but has no init to receive it", g->name);
         for (size_t j = 0; j < n; j++)
-            if (g->health && g->health == all[j]->health &&
-                (g->init != all[j]->init || g->options != all[j]->options))
-                fail_msg("guards %s and %s share a backend check but not its setup",
-                         g->name, all[j]->name);
+            if (j != i && ((g->health && g->health == all[j]->health) ||
+                           (g->export_metrics && g->export_metrics == all[j]->export_metrics)))
+                fail_msg("guards %s and %s share a hook", g->name, all[j]->name);
     }
 }
 

@@ -16,7 +16,7 @@
 #define A64 A16 A16 A16 A16
 #define A65 A64 "a"
 
-static const struct req_defaults defaults = {.lock_wait_ms = 3000, .lock_ttl_ms = 30000};
+static const struct req_defaults defaults = {.lock_wait_ms = 3000};
 
 /* ---- req_check_id ----------------------------------------------------- */
 
@@ -58,40 +58,39 @@ static void test_check_id(void **state)
 
 /* ---- deduct: valid bodies --------------------------------------------- */
 
+/* The sale's own fields; anything else is counted in nextra for the chosen
+ * guard to accept or refuse (tests/unit/test_guard_opts.c). */
 struct deduct_ok {
     const char *label, *body;
-    const char *sku, *order_id, *guard;
-    long qty, hold_ms, lock_wait_ms, lock_ttl_ms;
-    int watchdog;
-    enum rlock_release release;
-    enum rlock_acquire acquire;
+    const char *sku, *order_id, *user_id, *guard;
+    long qty, hold_ms, lock_wait_ms;
+    int nextra;
 };
 
 static const struct deduct_ok deduct_ok_cases[] = {
     {"valid minimal: defaults everywhere", "{\"sku\":\"SKU-1\"}",
-     "SKU-1", "", "", 1, 0, 3000, 30000, 1, RLOCK_RELEASE_TOKEN_LUA, RLOCK_ACQUIRE_SET_NX_PX},
+     "SKU-1", "", "", "", 1, 0, 3000, 0},
     {"API example",
      "{\"sku\":\"SKU-1\",\"qty\":1,\"order_id\":\"o-42\",\"guard\":\"for-update\",\"hold_ms\":0}",
-     "SKU-1", "o-42", "for-update", 1, 0, 3000, 30000, 1, RLOCK_RELEASE_TOKEN_LUA, RLOCK_ACQUIRE_SET_NX_PX},
-    {"every field set",
-     "{\"sku\":\"S\",\"qty\":1000,\"order_id\":\"o\",\"guard\":\"redis-lock\",\"hold_ms\":10000,"
-     "\"lock_wait_ms\":0,\"lock_ttl_ms\":5,\"watchdog\":false,\"release\":\"plain-del\","
-     "\"acquire\":\"setnx-then-expire\"}",
-     "S", "o", "redis-lock", 1000, 10000, 0, 5, 0, RLOCK_RELEASE_PLAIN_DEL, RLOCK_ACQUIRE_SETNX_THEN_EXPIRE},
-    {"release get-then-del, watchdog true",
-     "{\"sku\":\"S\",\"release\":\"get-then-del\",\"watchdog\":true}",
-     "S", "", "", 1, 0, 3000, 30000, 1, RLOCK_RELEASE_GET_THEN_DEL, RLOCK_ACQUIRE_SET_NX_PX},
-    {"explicit safe lock options",
-     "{\"sku\":\"S\",\"release\":\"token-lua\",\"acquire\":\"set-nx-px\"}",
-     "S", "", "", 1, 0, 3000, 30000, 1, RLOCK_RELEASE_TOKEN_LUA, RLOCK_ACQUIRE_SET_NX_PX},
-    {"upper bounds", "{\"sku\":\"S\",\"lock_wait_ms\":60000,\"lock_ttl_ms\":600000}",
-     "S", "", "", 1, 0, 60000, 600000, 1, RLOCK_RELEASE_TOKEN_LUA, RLOCK_ACQUIRE_SET_NX_PX},
+     "SKU-1", "o-42", "", "for-update", 1, 0, 3000, 0},
+    {"every sale field set",
+     "{\"sku\":\"S\",\"qty\":1000,\"order_id\":\"o\",\"user_id\":\"u-7\",\"guard\":\"redis-lock\","
+     "\"hold_ms\":10000,\"lock_wait_ms\":0}",
+     "S", "o", "u-7", "redis-lock", 1000, 10000, 0, 0},
+    {"lock options are the guard's: counted, not read",
+     "{\"sku\":\"S\",\"lock_ttl_ms\":5,\"watchdog\":false,\"release\":\"plain-del\","
+     "\"acquire\":\"setnx-then-expire\",\"fencing\":true,\"replicas_ack\":2,\"fair\":true}",
+     "S", "", "", "", 1, 0, 3000, 7},
+    {"an unknown field is counted too", "{\"sku\":\"S\",\"lock_wiat_ms\":5}",
+     "S", "", "", "", 1, 0, 3000, 1},
+    {"upper bounds", "{\"sku\":\"S\",\"lock_wait_ms\":60000}",
+     "S", "", "", "", 1, 0, 60000, 0},
     {"64-byte sku and order_id", "{\"sku\":\"" A64 "\",\"order_id\":\"" A64 "\"}",
-     A64, A64, "", 1, 0, 3000, 30000, 1, RLOCK_RELEASE_TOKEN_LUA, RLOCK_ACQUIRE_SET_NX_PX},
+     A64, A64, "", "", 1, 0, 3000, 0},
     {"unknown guard name left to the service", "{\"sku\":\"S\",\"guard\":\"no-such\"}",
-     "S", "", "no-such", 1, 0, 3000, 30000, 1, RLOCK_RELEASE_TOKEN_LUA, RLOCK_ACQUIRE_SET_NX_PX},
+     "S", "", "", "no-such", 1, 0, 3000, 0},
     {"whitespace around", " \n{ \"sku\" : \"S\" , \"qty\" : 7 }\n ",
-     "S", "", "", 7, 0, 3000, 30000, 1, RLOCK_RELEASE_TOKEN_LUA, RLOCK_ACQUIRE_SET_NX_PX},
+     "S", "", "", "", 7, 0, 3000, 0},
 };
 
 static void test_deduct_valid(void **state)
@@ -101,48 +100,39 @@ static void test_deduct_valid(void **state)
         const struct deduct_ok *c = &deduct_ok_cases[i];
         struct deduct_req r;
         char guard[32], err[160] = "";
+        int nextra = -1;
         memset(&r, 0x7e, sizeof r);
         memset(guard, 'x', sizeof guard);
         if (req_parse_deduct(c->body, strlen(c->body), &defaults, &r, guard,
-                             sizeof guard, err, sizeof err) != 0)
+                             sizeof guard, &nextra, err, sizeof err) != 0)
             fail_msg("%s: rejected: %s", c->label, err);
         if (strcmp(r.sku, c->sku) || strcmp(r.order_id, c->order_id) ||
-            strcmp(guard, c->guard))
-            fail_msg("%s: sku '%s' order_id '%s' guard '%s'", c->label, r.sku,
-                     r.order_id, guard);
-        if (r.qty != c->qty || r.hold_ms != c->hold_ms ||
-            r.lock_wait_ms != c->lock_wait_ms || r.lock_ttl_ms != c->lock_ttl_ms)
-            fail_msg("%s: qty %ld hold %ld wait %ld ttl %ld", c->label, r.qty,
-                     r.hold_ms, r.lock_wait_ms, r.lock_ttl_ms);
-        if (r.watchdog != c->watchdog || r.release != c->release ||
-            r.acquire != c->acquire)
-            fail_msg("%s: watchdog %d release %d acquire %d", c->label, r.watchdog,
-                     (int)r.release, (int)r.acquire);
+            strcmp(r.user_id, c->user_id) || strcmp(guard, c->guard))
+            fail_msg("%s: sku '%s' order_id '%s' user_id '%s' guard '%s'", c->label, r.sku,
+                     r.order_id, r.user_id, guard);
+        if (r.qty != c->qty || r.hold_ms != c->hold_ms || r.lock_wait_ms != c->lock_wait_ms)
+            fail_msg("%s: qty %ld hold %ld wait %ld", c->label, r.qty, r.hold_ms,
+                     r.lock_wait_ms);
+        if (nextra != c->nextra || r.opts != NULL || r.fencing || r.fence)
+            fail_msg("%s: nextra %d (want %d), opts %p, fencing %d, fence %llu", c->label,
+                     nextra, c->nextra, r.opts, r.fencing, r.fence);
     }
 }
 
-/* The lock options of issue 10/11: fencing, replicas_ack, fair. */
-static void test_deduct_lock_extras(void **state)
+/* The sale's own fields, in the order the 400 for a guard lists them. */
+static void test_deduct_common_fields(void **state)
 {
     (void)state;
-    static const struct { const char *label, *body; int fencing, acks, fair; } cases[] = {
-        {"absent: all off",  "{\"sku\":\"S\"}",                                      0, 0, 0},
-        {"all set",          "{\"sku\":\"S\",\"fencing\":true,\"replicas_ack\":2,\"fair\":true}", 1, 2, 1},
-        {"explicit false/0", "{\"sku\":\"S\",\"fencing\":false,\"replicas_ack\":0,\"fair\":false}", 0, 0, 0},
-        {"one replica",      "{\"sku\":\"S\",\"replicas_ack\":1}",                   0, 1, 0},
-    };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        struct deduct_req r;
-        char guard[32], err[160] = "";
-        memset(&r, 0x7e, sizeof r);
-        if (req_parse_deduct(cases[i].body, strlen(cases[i].body), &defaults, &r, guard,
-                             sizeof guard, err, sizeof err) != 0)
-            fail_msg("%s: rejected: %s", cases[i].label, err);
-        if (r.fencing != cases[i].fencing || r.replicas_ack != cases[i].acks ||
-            r.fair != cases[i].fair || r.fence != 0)
-            fail_msg("%s: fencing %d replicas_ack %d fair %d fence %llu", cases[i].label,
-                     r.fencing, r.replicas_ack, r.fair, r.fence);
+    static const char *const want[] = {"sku",   "qty",     "order_id",    "user_id",
+                                       "guard", "hold_ms", "lock_wait_ms"};
+    assert_int_equal(req_deduct_nfields, sizeof want / sizeof want[0]);
+    for (size_t i = 0; i < req_deduct_nfields; i++) {
+        assert_string_equal(req_deduct_fields[i], want[i]);
+        assert_true(req_deduct_field(want[i]));
     }
+    assert_false(req_deduct_field("lock_ttl_ms"));
+    assert_false(req_deduct_field("fencing"));
+    assert_false(req_deduct_field(""));
 }
 
 static void test_deduct_uses_len_not_nul(void **state)
@@ -152,24 +142,25 @@ static void test_deduct_uses_len_not_nul(void **state)
     const char body[] = "{\"sku\":\"S\"}GARBAGE";
     struct deduct_req r;
     char guard[32], err[160];
-    assert_int_equal(req_parse_deduct(body, 11, &defaults, &r, guard, sizeof guard,
+    int nextra;
+    assert_int_equal(req_parse_deduct(body, 11, &defaults, &r, guard, sizeof guard, &nextra,
                                       err, sizeof err), 0);
     assert_string_equal(r.sku, "S");
     assert_int_not_equal(req_parse_deduct(body, strlen(body), &defaults, &r, guard,
-                                          sizeof guard, err, sizeof err), 0);
+                                          sizeof guard, &nextra, err, sizeof err), 0);
 }
 
 static void test_deduct_defaults_follow_instance(void **state)
 {
     (void)state;
-    const struct req_defaults d = {.lock_wait_ms = 123, .lock_ttl_ms = 4567};
+    const struct req_defaults d = {.lock_wait_ms = 123};
     const char *body = "{\"sku\":\"S\"}";
     struct deduct_req r, g;
     char guard[32], err[160];
-    assert_int_equal(req_parse_deduct(body, strlen(body), &d, &r, guard, sizeof guard,
+    int nextra;
+    assert_int_equal(req_parse_deduct(body, strlen(body), &d, &r, guard, sizeof guard, &nextra,
                                       err, sizeof err), 0);
     assert_int_equal(r.lock_wait_ms, 123);
-    assert_int_equal(r.lock_ttl_ms, 4567);
 
     /* The seeds' GET deduction gets the same defaults and no sku/order. */
     memset(&g, 0x7e, sizeof g);
@@ -177,12 +168,10 @@ static void test_deduct_defaults_follow_instance(void **state)
     assert_int_equal(g.qty, 1);
     assert_int_equal(g.hold_ms, 0);
     assert_int_equal(g.lock_wait_ms, 123);
-    assert_int_equal(g.lock_ttl_ms, 4567);
-    assert_int_equal(g.watchdog, 1);
-    assert_int_equal(g.release, RLOCK_RELEASE_TOKEN_LUA);
-    assert_int_equal(g.acquire, RLOCK_ACQUIRE_SET_NX_PX);
+    assert_null(g.opts);
     assert_string_equal(g.sku, "");
     assert_string_equal(g.order_id, "");
+    assert_string_equal(g.user_id, "");
 }
 
 /* ---- deduct: invalid bodies ------------------------------------------- */
@@ -211,7 +200,6 @@ static const struct { const char *label, *body, *mention; } deduct_bad_cases[] =
     {"hold_ms -1",               "{\"sku\":\"S\",\"hold_ms\":-1}",     "hold_ms"},
     {"lock_wait_ms 60001",       "{\"sku\":\"S\",\"lock_wait_ms\":60001}", "lock_wait_ms"},
     {"lock_wait_ms -1",          "{\"sku\":\"S\",\"lock_wait_ms\":-1}", "lock_wait_ms"},
-    {"lock_ttl_ms 600001",       "{\"sku\":\"S\",\"lock_ttl_ms\":600001}", "lock_ttl_ms"},
     {"sku missing",              "{\"qty\":1}",                        "sku"},
     {"sku empty",                "{\"sku\":\"\"}",                     "sku"},
     {"sku 65 bytes",             "{\"sku\":\"" A65 "\"}",              "sku"},
@@ -226,24 +214,13 @@ static const struct { const char *label, *body, *mention; } deduct_bad_cases[] =
     {"order_id empty",           "{\"sku\":\"S\",\"order_id\":\"\"}",  "order_id"},
     {"order_id 65 bytes",        "{\"sku\":\"S\",\"order_id\":\"" A65 "\"}", "order_id"},
     {"order_id number",          "{\"sku\":\"S\",\"order_id\":42}",    "order_id"},
+    {"user_id with slash",       "{\"sku\":\"S\",\"user_id\":\"u/1\"}", "user_id"},
+    {"user_id number",           "{\"sku\":\"S\",\"user_id\":7}",     "user_id"},
     {"guard empty",              "{\"sku\":\"S\",\"guard\":\"\"}",     "guard"},
     {"guard not a string",       "{\"sku\":\"S\",\"guard\":1}",        "guard"},
     {"guard too long",           "{\"sku\":\"S\",\"guard\":\"" A64 "\"}", "guard"},
-    {"release unknown",          "{\"sku\":\"S\",\"release\":\"del\"}", "release"},
-    {"release case differs",     "{\"sku\":\"S\",\"release\":\"Token-Lua\"}", "release"},
-    {"acquire unknown",          "{\"sku\":\"S\",\"acquire\":\"setnx\"}", "acquire"},
-    {"acquire empty",            "{\"sku\":\"S\",\"acquire\":\"\"}",   "acquire"},
-    {"watchdog \"yes\"",         "{\"sku\":\"S\",\"watchdog\":\"yes\"}", "watchdog"},
-    {"watchdog 1",               "{\"sku\":\"S\",\"watchdog\":1}",     "watchdog"},
-    {"watchdog null",            "{\"sku\":\"S\",\"watchdog\":null}",  "watchdog"},
     {"duplicate sku",            "{\"sku\":\"A\",\"sku\":\"B\"}",      "duplicate"},
     {"duplicate qty",            "{\"sku\":\"A\",\"qty\":1,\"qty\":1000}", "duplicate"},
-    {"fencing 1",                "{\"sku\":\"S\",\"fencing\":1}",      "fencing"},
-    {"replicas_ack 3",           "{\"sku\":\"S\",\"replicas_ack\":3}", "replicas_ack"},
-    {"replicas_ack -1",          "{\"sku\":\"S\",\"replicas_ack\":-1}", "replicas_ack"},
-    {"replicas_ack true",        "{\"sku\":\"S\",\"replicas_ack\":true}", "replicas_ack"},
-    {"fair \"yes\"",             "{\"sku\":\"S\",\"fair\":\"yes\"}",   "fair"},
-    {"fair 1",                   "{\"sku\":\"S\",\"fair\":1}",         "fair"},
 };
 
 static void test_deduct_invalid(void **state)
@@ -254,7 +231,8 @@ static void test_deduct_invalid(void **state)
         struct deduct_req r;
         char guard[32], err[160] = "";
         memset(guard, 'x', sizeof guard);
-        if (req_parse_deduct(body, strlen(body), &defaults, &r, guard, sizeof guard,
+        int nextra;
+        if (req_parse_deduct(body, strlen(body), &defaults, &r, guard, sizeof guard, &nextra,
                              err, sizeof err) == 0)
             fail_msg("%s: accepted %s", deduct_bad_cases[i].label, body);
         if (!err[0] || !strstr(err, deduct_bad_cases[i].mention))
@@ -278,8 +256,9 @@ static void test_deduct_empty_body(void **state)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         struct deduct_req r;
         char guard[32], err[160] = "";
+        int nextra;
         if (req_parse_deduct(cases[i].body, cases[i].len, &defaults, &r, guard,
-                             sizeof guard, err, sizeof err) == 0)
+                             sizeof guard, &nextra, err, sizeof err) == 0)
             fail_msg("%s: accepted", cases[i].label);
         if (!err[0])
             fail_msg("%s: no error text", cases[i].label);
@@ -392,10 +371,11 @@ static void test_errors_fit_small_buffers(void **state)
     assert_int_equal(strlen(err), sizeof err - 1);
     struct deduct_req r;
     char guard[32];
+    int nextra;
     const char *body = "{\"qty\":\"x\"}";
     memset(err, 'x', sizeof err);
     assert_int_not_equal(req_parse_deduct(body, strlen(body), &defaults, &r, guard,
-                                          sizeof guard, err, sizeof err), 0);
+                                          sizeof guard, &nextra, err, sizeof err), 0);
     assert_true(memchr(err, '\0', sizeof err) != NULL);
 }
 
@@ -404,7 +384,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_check_id),
         cmocka_unit_test(test_deduct_valid),
-        cmocka_unit_test(test_deduct_lock_extras),
+        cmocka_unit_test(test_deduct_common_fields),
         cmocka_unit_test(test_deduct_uses_len_not_nul),
         cmocka_unit_test(test_deduct_defaults_follow_instance),
         cmocka_unit_test(test_deduct_invalid),

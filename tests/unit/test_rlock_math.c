@@ -190,13 +190,13 @@ static void test_free_null(void **state)
 /* A pool connects lazily: creating, naming and freeing it needs no Redis. */
 static void test_rconn_pool_offline(void **state)
 {
-    struct rconn_pool *p = rconn_pool_new("redis.example", 6390, 0, 0);
+    struct rconn_pool *p = rconn_pool_new_addr("redis.example", 6390, 0, 0);
 
     assert_non_null(p);
     assert_string_equal(rconn_pool_addr(p), "redis.example:6390");
     rconn_put(p, NULL);
     rconn_pool_free(p);
-    p = rconn_pool_new(NULL, 6379, 10, 10);
+    p = rconn_pool_new_addr(NULL, 6379, 10, 10);
     assert_non_null(p);
     assert_string_equal(rconn_pool_addr(p), "127.0.0.1:6379");
     rconn_pool_free(p);

@@ -34,15 +34,6 @@ int guard_deduct(const struct guard *g, const struct deduct_env *env,
     snprintf(res->guard, sizeof(res->guard), "%s", g->name);
     snprintf(res->instance, sizeof(res->instance), "%s", env->instance);
     res->qty = req->qty;
-    /* A token comes with a lock: a guard that takes none has nothing to
-     * fence (the lock guards refuse what they cannot fence themselves). */
-    if (req->fencing && !g->locked) {
-        res->outcome = DEDUCT_BAD_REQUEST;
-        snprintf(res->detail, sizeof(res->detail),
-                 "fencing needs a lock guard; %.31s takes no lock, so there is no "
-                 "token to fence its write with", g->name);
-        return 0;
-    }
 
     struct ledger_row row;
     /* A write-behind guard answers from its own backend (no MySQL here);
@@ -216,18 +207,15 @@ static int release_stock(const struct deduct_env *env, const char *order_id,
         release_under_lock(&w, env, NULL, res);
         return w.rc < 0 ? -1 : w.rc;
     }
-    /* The lock as a plain request would take it: the instance's wait and
-     * lease, the safe lock options, one deadline over wait and write. */
+    /* The lock as a plain request would take it: the instance's wait, the
+     * guard's default options (opts NULL: for a lock, the instance's lease
+     * and the safe lock), one deadline over wait and write. */
     struct deduct_req req;
     memset(&req, 0, sizeof(req));
     snprintf(req.sku, sizeof(req.sku), "%s", row->sku);
     snprintf(req.order_id, sizeof(req.order_id), "%s", order_id);
     req.qty = (long)row->qty;
     req.lock_wait_ms = env->default_wait_ms > 0 ? env->default_wait_ms : RELEASE_DEFAULT_WAIT_MS;
-    req.lock_ttl_ms = env->default_ttl_ms;
-    req.watchdog = 1;
-    req.release = RLOCK_RELEASE_TOKEN_LUA;
-    req.acquire = RLOCK_ACQUIRE_SET_NX_PX;
     req.deadline = util_now() + (double)(req.lock_wait_ms + RELEASE_MARGIN_MS) / 1000.0;
     if (g->locked(g, env, &req, release_under_lock, &w, res) != 0) {
         char labels[64];

@@ -116,10 +116,10 @@ static void num(char out[24], long long v)
 
 /* A script whose reply must be an integer: the integer, or -2 with err
  * (-2 because -1 is a legitimate answer of load_script). */
-static long long run_int(struct rconn_script *s, int nkeys, int argc, const char **argv,
-                         char *err, size_t errlen)
+static long long run_int(const struct rrec *k, struct rconn_script *s, int nkeys, int argc,
+                         const char **argv, char *err, size_t errlen)
 {
-    redisReply *r = rconn_eval(redis_shared_pool(), err, errlen, s, nkeys, argc, argv);
+    redisReply *r = rconn_eval(k->redis->pool, err, errlen, s, nkeys, argc, argv);
     if (!r)
         return -2;
     long long v = -2;
@@ -144,10 +144,10 @@ static int gate(const struct rrec *k, long *left_ms, char marker[RREC_EPOCH_MAX]
                 size_t errlen)
 {
     char horizon[24], token[17];
-    num(horizon, redis_shared_conf.reload_wait_ms);
+    num(horizon, k->redis->conf.reload_wait_ms);
     random_hex(token);
     const char *argv[4] = {k->state, k->marker, horizon, token};
-    redisReply *r = rconn_eval(redis_shared_pool(), err, errlen, &gate_script, 2, 4, argv);
+    redisReply *r = rconn_eval(k->redis->pool, err, errlen, &gate_script, 2, 4, argv);
     if (!r)
         return -1;
     int rc = -1;
@@ -194,7 +194,7 @@ int rrec_seed(const struct rrec *k, const struct rrec_state *s, char *err, size_
     argv[argc++] = n;
     for (int i = 0; i < s->n; i++)
         argv[argc++] = s->vals[i];
-    return run_int(&seed_script, nkeys, argc, argv, err, errlen) == 1 ? 0 : -1;
+    return run_int(k, &seed_script, nkeys, argc, argv, err, errlen) == 1 ? 0 : -1;
 }
 
 /* 1 loaded, 0 already there, -1 marker changed, -2 failure (err). */
@@ -214,7 +214,7 @@ static int load(const struct rrec *k, const char *marker, const struct rrec_stat
     argv[argc++] = rnd;
     for (int i = 0; i < s->n; i++)
         argv[argc++] = s->vals[i];
-    return (int)run_int(&load_script, nkeys, argc, argv, err, errlen);
+    return (int)run_int(k, &load_script, nkeys, argc, argv, err, errlen);
 }
 
 int rrec_recover(const struct rrec *k, const struct deduct_env *env, const char *sku,
@@ -264,7 +264,7 @@ int rrec_recover(const struct rrec *k, const struct deduct_env *env, const char 
         return 0;
     }
     if (rc == -1) {
-        refuse(k, sku, redis_shared_conf.reload_wait_ms, res);
+        refuse(k, sku, k->redis->conf.reload_wait_ms, res);
         return 0;
     }
     if (rc == 1) {
@@ -283,7 +283,7 @@ int rrec_give_back(const struct rrec *k, const char *target, const char *epoch, 
     char n[24];
     num(n, qty);
     const char *argv[5] = {k->state, k->epoch, target, epoch, n};
-    long long rc = run_int(&give_script, 3, 5, argv, err, errlen);
+    long long rc = run_int(k, &give_script, 3, 5, argv, err, errlen);
     return rc < 0 ? -1 : (int)rc;
 }
 
@@ -293,7 +293,7 @@ int rrec_set_if_epoch(const struct rrec *k, const char *target, const char *epoc
     char n[24];
     num(n, value);
     const char *argv[5] = {k->state, k->epoch, target, epoch, n};
-    long long rc = run_int(&set_script, 3, 5, argv, err, errlen);
+    long long rc = run_int(k, &set_script, 3, 5, argv, err, errlen);
     return rc < 0 ? -1 : (int)rc;
 }
 
@@ -307,7 +307,7 @@ int rrec_release(const struct rrec *k, const char *target, const char *const *dr
         return -1;
     }
     num(n, qty);
-    num(horizon, redis_shared_conf.reload_wait_ms);
+    num(horizon, k->redis->conf.reload_wait_ms);
     random_hex(token);
     int nkeys = 0;
     argv[nkeys++] = k->state;
@@ -320,7 +320,7 @@ int rrec_release(const struct rrec *k, const char *target, const char *const *dr
     argv[argc++] = n;
     argv[argc++] = horizon;
     argv[argc++] = token;
-    long long rc = run_int(&release_script, nkeys, argc, argv, err, errlen);
+    long long rc = run_int(k, &release_script, nkeys, argc, argv, err, errlen);
     if (rc == 2)
         fprintf(stderr, "%s: a release landed right after a reload of %s; reconciling it "
                 "again\n", k->guard, k->state);
@@ -336,7 +336,7 @@ int rrec_distrust(const struct rrec *k, const char *epoch, const char *const *dr
         snprintf(err, errlen, "too many keys to drop");
         return -1;
     }
-    num(horizon, redis_shared_conf.reload_wait_ms);
+    num(horizon, k->redis->conf.reload_wait_ms);
     random_hex(token);
     int nkeys = 0;
     argv[nkeys++] = k->state;
@@ -348,7 +348,7 @@ int rrec_distrust(const struct rrec *k, const char *epoch, const char *const *dr
     argv[argc++] = epoch;
     argv[argc++] = horizon;
     argv[argc++] = token;
-    long long rc = run_int(&diverged_script, nkeys, argc, argv, err, errlen);
+    long long rc = run_int(k, &diverged_script, nkeys, argc, argv, err, errlen);
     if (rc == 1) {
         char labels[64];
         snprintf(labels, sizeof(labels), "guard=\"%s\"", k->guard);

@@ -27,8 +27,13 @@
 #include "stock/keys.h"
 #include "stock/segments.h"
 
+#include <hiredis/hiredis.h>
+
 /* A SKU's bookkeeping keys for one guard. */
+struct redis_shared;
+
 struct rrec {
+    struct redis_shared *redis;   /* the guard's Redis (received at init) */
     const char *guard;         /* "redis-decr", "segmented": messages */
     char state[KEYS_MAX];      /* present = Redis holds the SKU's stock */
     char epoch[KEYS_MAX];

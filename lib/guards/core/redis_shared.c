@@ -2,10 +2,11 @@
 #include "guards/core/redis_shared.h"
 
 #include "base/metrics.h"
+#include "guards/core/lock_fields.h"
 
-#include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #define CONNECT_TIMEOUT_MS 500
 #define CMD_TIMEOUT_MS 2000
@@ -32,93 +33,70 @@ const struct cfg_opt redis_shared_options[REDIS_SHARED_NOPTIONS] = {
      "the master's name in Sentinel"},
 };
 
-static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-static int users;
-static struct rlock_client *locks;
-static struct rconn_pool *pool;
-static struct rlock_stats lock_stats;
-
-int redis_shared_init(const struct guard *self, const char *instance, char *err,
-                      size_t errlen)
+struct redis_shared *redis_shared_new(const struct redis_shared_conf *conf,
+                                      const char *instance, char *err, size_t errlen)
 {
-    int rc = 0;
-    pthread_mutex_lock(&mu);
-    if (users++ == 0) {
-        /* Before any connection: with Sentinels, every connection to
-         * --redis-host/--redis-port goes to the master they name. */
-        if (rconn_sentinel_set(redis_shared_conf.host, (int)redis_shared_conf.port,
-                               redis_shared_conf.sentinels, redis_shared_conf.master_name,
-                               err, errlen) != 0) {
-            users = 0;
-            pthread_mutex_unlock(&mu);
-            return -1;
-        }
-        struct rlock_config cfg = {
-            .host = redis_shared_conf.host,
-            .port = (int)redis_shared_conf.port,
-            .connect_timeout_ms = CONNECT_TIMEOUT_MS,
-            .cmd_timeout_ms = CMD_TIMEOUT_MS,
-            .instance = instance,
-            .stats = &lock_stats,
-        };
-        /* Redis may be down now and up later: both handles reconnect. */
-        locks = rlock_client_new(&cfg);
-        pool = rconn_pool_new(redis_shared_conf.host, (int)redis_shared_conf.port,
-                              CONNECT_TIMEOUT_MS, CMD_TIMEOUT_MS);
-        if (!locks || !pool) {
-            snprintf(err, errlen, "out of memory");
-            rlock_client_free(locks);
-            rconn_pool_free(pool);
-            locks = NULL;
-            pool = NULL;
-            users = 0;
-            rc = -1;
-        }
+    struct redis_shared *rs = calloc(1, sizeof(*rs));
+    if (!rs) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
     }
-    pthread_mutex_unlock(&mu);
-    return rc;
-}
-
-void redis_shared_fini(const struct guard *self)
-{
-    pthread_mutex_lock(&mu);
-    if (users > 0 && --users == 0) {
-        rlock_client_free(locks);
-        rconn_pool_free(pool);
-        locks = NULL;
-        pool = NULL;
+    rs->conf = *conf;
+    /* With Sentinels, every connection to --redis-host/--redis-port (pool,
+     * lock client, its watchdog, the stream flusher) goes to the master
+     * they name. */
+    rs->endpoint = rconn_endpoint_new(rs->conf.host, (int)rs->conf.port, rs->conf.sentinels,
+                                      rs->conf.master_name, err, errlen);
+    if (!rs->endpoint)
+        goto err;
+    struct rlock_config cfg = {
+        .endpoint = rs->endpoint,
+        .host = rs->conf.host,
+        .port = (int)rs->conf.port,
+        .connect_timeout_ms = CONNECT_TIMEOUT_MS,
+        .cmd_timeout_ms = CMD_TIMEOUT_MS,
+        .instance = instance,
+        .stats = &rs->lock_stats,
+    };
+    /* Redis may be down now and up later: both handles reconnect. */
+    rs->locks = rlock_client_new(&cfg);
+    rs->pool = rconn_pool_new(rs->endpoint, CONNECT_TIMEOUT_MS, CMD_TIMEOUT_MS);
+    if (!rs->locks || !rs->pool) {
+        snprintf(err, errlen, "out of memory");
+        goto err;
     }
-    pthread_mutex_unlock(&mu);
+    return rs;
+err:
+    redis_shared_free(rs);
+    return NULL;
 }
 
-struct rlock_client *redis_shared_locks(void)
+void redis_shared_free(struct redis_shared *rs)
 {
-    return locks;
+    if (!rs)
+        return;
+    rlock_client_free(rs->locks);
+    rconn_pool_free(rs->pool);
+    rconn_endpoint_free(rs->endpoint);   /* after everything made on it */
+    free(rs);
 }
 
-struct rconn_pool *redis_shared_pool(void)
-{
-    return pool;
-}
-
-int redis_shared_health(const char **backend, char *err, size_t errlen)
+int redis_shared_health(struct redis_shared *rs, const char **backend, char *err,
+                        size_t errlen)
 {
     *backend = "redis";
-    if (!pool) {
-        snprintf(err, errlen, "not initialised");
-        return -1;
-    }
-    return rconn_ping(pool, err, errlen);
+    return rconn_ping(rs->pool, err, errlen);
 }
 
 void redis_shared_lock_opts(const struct deduct_env *env, const struct deduct_req *req,
                             struct rlock_opts *o)
 {
+    const struct lock_req_opts *lo = lock_opts_of(req);
     rlock_opts_default(o);
-    o->ttl_ms = req->lock_ttl_ms > 0 ? req->lock_ttl_ms : env->default_ttl_ms;
-    o->watchdog = req->watchdog;
-    o->acquire = req->acquire;
-    o->release = req->release;
+    o->ttl_ms = lock_opts_ttl(lo, env->default_ttl_ms);
+    o->watchdog = lo->watchdog;
+    o->acquire = (enum rlock_acquire)lo->acquire;
+    o->release = (enum rlock_release)lo->release;
     /* The seeds' mistakes live in the simple SET-NX lock; the safe default
      * is Redisson's reentrant hash lock. */
     o->kind = (o->acquire != RLOCK_ACQUIRE_SET_NX_PX || o->release != RLOCK_RELEASE_TOKEN_LUA)
@@ -146,10 +124,10 @@ static void mirror(const char *name, unsigned long long v)
     metrics_set(name, "", (double)v);
 }
 
-void redis_shared_export_metrics(void)
+void redis_shared_export_metrics(struct redis_shared *rs)
 {
     struct rlock_stats_snap s;
-    rlock_stats_read(&lock_stats, &s);
+    rlock_stats_read(&rs->lock_stats, &s);
     mirror("lab_lock_acquired_total", s.acquired);
     mirror("lab_lock_timeouts_redis_total", s.timeouts);
     mirror("lab_lock_waits_total", s.waits);

@@ -1,8 +1,7 @@
 /* The Redis server the Redis guards share (redis-lock, segmented,
- * redis-decr): its option rows, one lock client (with its watchdog) and one
- * pool of data connections per process, opened by the first of those
- * guards' init and closed by the last fini. Each guard points its own
- * options/init/fini/health/export_metrics at these. */
+ * redis-decr, redis-stream): its option rows, and one object holding one
+ * lock client (with its watchdog) and one pool of data connections, which
+ * the guards receive at init (guard.h: struct guard_backends). */
 #ifndef LAB_REDIS_SHARED_H
 #define LAB_REDIS_SHARED_H
 
@@ -17,8 +16,10 @@
 #define REDIS_DECIDED_WRITE_MARGIN_MS 1000
 
 #define REDIS_SHARED_NOPTIONS 5
+/* The Redis backend's option rows (--redis-host, ...), listed once in the
+ * inventory's options by the registry when a guard uses Redis. */
 extern const struct cfg_opt redis_shared_options[REDIS_SHARED_NOPTIONS];
-/* The rows' storage: options_conf of every Redis guard. */
+/* The rows' storage. */
 struct redis_shared_conf {
     char host[128];
     long port;
@@ -28,26 +29,33 @@ struct redis_shared_conf {
 };
 extern struct redis_shared_conf redis_shared_conf;
 
-/* The fields every Redis guard sets the same way, in its struct guard. */
-#define REDIS_SHARED_GUARD_FIELDS                                      \
-    .options = redis_shared_options, .noptions = REDIS_SHARED_NOPTIONS, \
-    .options_conf = &redis_shared_conf, .init = redis_shared_init,     \
-    .fini = redis_shared_fini, .health = redis_shared_health,          \
-    .export_metrics = redis_shared_export_metrics
+/* The Redis server the Redis guards share: a plain object the registry
+ * opens once (guard_init_all) when a guard has uses_redis, hands to every
+ * guard's init in struct guard_backends, and frees after their fini. */
+struct redis_shared {
+    struct redis_shared_conf conf;   /* a copy, read-only after new */
+    struct rconn_endpoint *endpoint; /* host:port, or the master the
+                                      * --redis-sentinels name */
+    struct rlock_client *locks;      /* lock commands, its watchdog */
+    struct rconn_pool *pool;         /* data commands and scripts */
+    struct rlock_stats lock_stats;
+};
 
-/* Guard hooks (see guard.h). init is reference-counted. */
-int redis_shared_init(const struct guard *self, const char *instance, char *err,
-                      size_t errlen);
-void redis_shared_fini(const struct guard *self);
-int redis_shared_health(const char **backend, char *err, size_t errlen);
-void redis_shared_export_metrics(void);
+/* Open the handles (Redis may be down: they reconnect). Returns the
+ * object, or NULL with err (out of memory, a bad Sentinel list). */
+struct redis_shared *redis_shared_new(const struct redis_shared_conf *conf,
+                                      const char *instance, char *err, size_t errlen);
+/* Close it; NULL is fine. */
+void redis_shared_free(struct redis_shared *rs);
+/* /healthz: 0, or -1 with err; *backend = "redis". */
+int redis_shared_health(struct redis_shared *rs, const char **backend, char *err,
+                        size_t errlen);
+/* Mirror the lock client's counters into lib/base/metrics. */
+void redis_shared_export_metrics(struct redis_shared *rs);
 
-/* The shared handles; valid between init and the last fini. */
-struct rlock_client *redis_shared_locks(void);
-struct rconn_pool *redis_shared_pool(void);
-
-/* The request's lock options (ttl, watchdog, acquire, release) as rlock
- * options: the safe reentrant lock unless a seeds' mistake is asked for. */
+/* The request's lock options (lock_fields.h: ttl, watchdog, acquire,
+ * release) as rlock options: the safe reentrant lock unless a seeds'
+ * mistake is asked for. */
 void redis_shared_lock_opts(const struct deduct_env *env, const struct deduct_req *req,
                             struct rlock_opts *o);
 

@@ -1,6 +1,9 @@
 /* The guard registry: the list from guard_list.h, lookup, merged option
- * rows, and the per-process hooks (init/fini, health, metrics). */
+ * rows, the shared backends (guard_backends) and the per-process hooks
+ * (init/fini, health, metrics). */
 #include "guards/guard.h"
+
+#include "guards/core/redis_shared.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -51,29 +54,49 @@ const char *guard_names(void)
     return names_buf;
 }
 
+static int any_uses_redis(void)
+{
+    for (size_t i = 0; i < NGUARDS; i++)
+        if (guards[i]->uses_redis)
+            return 1;
+    return 0;
+}
+
 size_t guard_option_groups(struct cfg_group *out, size_t max)
 {
     size_t n = 0;
-    for (size_t i = 0; i < NGUARDS; i++) {
-        const struct guard *g = guards[i];
-        int seen = 0;
-        for (size_t k = 0; k < n; k++)
-            seen |= out[k].opts == g->options;
-        if (!g->noptions || seen || n == max)
-            continue;
-        out[n++] = (struct cfg_group){g->options, g->noptions, g->options_conf};
-    }
+    if (any_uses_redis() && n < max)
+        out[n++] = (struct cfg_group){redis_shared_options, REDIS_SHARED_NOPTIONS,
+                                      &redis_shared_conf};
+    for (size_t i = 0; i < NGUARDS && n < max; i++)
+        if (guards[i]->noptions)
+            out[n++] = (struct cfg_group){guards[i]->options, guards[i]->noptions,
+                                          guards[i]->options_conf};
     return n;
 }
 
+/* The shared backends, owned here from guard_init_all to guard_fini_all. */
+static struct guard_backends backends;
 static size_t started;   /* guards whose init ran, in list order */
 
-int guard_init_all(const char *instance, char *err, size_t errlen)
+int guard_init_all(const char *instance, const struct db_conf *db, char *err, size_t errlen)
 {
+    backends = (struct guard_backends){.instance = instance, .db = db};
+    if (any_uses_redis()) {
+        char why[160] = "";
+        backends.redis = redis_shared_new(&redis_shared_conf, instance, why, sizeof(why));
+        if (!backends.redis) {
+            snprintf(err, errlen, "redis: %s", why);
+            return -1;
+        }
+    }
     for (started = 0; started < NGUARDS; started++) {
         const struct guard *g = guards[started];
+        struct guard_backends b = backends;
+        if (!g->uses_redis)
+            b.redis = NULL;
         char why[160] = "";
-        if (g->init && g->init(g, instance, why, sizeof(why)) != 0) {
+        if (g->init && g->init(g, &b, why, sizeof(why)) != 0) {
             snprintf(err, errlen, "guard %s: %s", g->name, why);
             guard_fini_all();
             return -1;
@@ -89,25 +112,25 @@ void guard_fini_all(void)
         if (g->fini)
             g->fini(g);
     }
-}
-
-/* 1 when an earlier guard has the same hook (call shared hooks once). */
-static int hook_seen(size_t upto, int health)
-{
-    for (size_t i = 0; i < upto; i++) {
-        if (health ? guards[i]->health == guards[upto]->health
-                   : guards[i]->export_metrics == guards[upto]->export_metrics)
-            return 1;
-    }
-    return 0;
+    redis_shared_free(backends.redis);
+    backends.redis = NULL;
 }
 
 int guard_health(const char **up, size_t nup, size_t *nup_out, const char **backend,
                  char *err, size_t errlen)
 {
     *nup_out = 0;
+    if (backends.redis) {
+        const char *name = "redis";
+        if (redis_shared_health(backends.redis, &name, err, errlen) != 0) {
+            *backend = name;
+            return -1;
+        }
+        if (*nup_out < nup)
+            up[(*nup_out)++] = name;
+    }
     for (size_t i = 0; i < NGUARDS; i++) {
-        if (!guards[i]->health || hook_seen(i, 1))
+        if (!guards[i]->health)
             continue;
         const char *name = guards[i]->name;
         if (guards[i]->health(&name, err, errlen) != 0) {
@@ -122,7 +145,9 @@ int guard_health(const char **up, size_t nup, size_t *nup_out, const char **back
 
 void guard_export_metrics(void)
 {
+    if (backends.redis)
+        redis_shared_export_metrics(backends.redis);
     for (size_t i = 0; i < NGUARDS; i++)
-        if (guards[i]->export_metrics && !hook_seen(i, 0))
+        if (guards[i]->export_metrics)
             guards[i]->export_metrics();
 }

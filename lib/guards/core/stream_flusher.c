@@ -34,8 +34,7 @@ struct sale {
 struct flusher {
     const struct sflush_conf *conf;
     const struct db_conf *dbconf;
-    char host[128];
-    int port;
+    struct rconn_endpoint *ep; /* the shared Redis (the guard's, borrowed) */
     char instance[64];
     pthread_t thread;
     int running;
@@ -108,8 +107,7 @@ static int redis_ready(void)
         return 0;
     redis_drop();
     char err[128];
-    fl.rc = rconn_connect(fl.host, fl.port, CONNECT_TIMEOUT_MS, CMD_TIMEOUT_MS, err,
-                          sizeof(err));
+    fl.rc = rconn_connect(fl.ep, CONNECT_TIMEOUT_MS, CMD_TIMEOUT_MS, err, sizeof(err));
     if (!fl.rc)
         return -1;
     redisReply *r = redisCommand(fl.rc, "XGROUP CREATE %s %s 0 MKSTREAM", KEYS_SALES_STREAM,
@@ -239,7 +237,9 @@ static int ack_batch(void)
     if (rc != 0) {
         fprintf(stderr, "redis-stream flusher: acknowledging failed: %s\n",
                 r && r->type == REDIS_REPLY_ERROR ? r->str : fl.rc->errstr);
-        if (!r || fl.rc->err)
+        if (rconn_readonly(r))   /* a demoted master: ask Sentinel again */
+            rconn_endpoint_invalidate(fl.ep);
+        if (!r || fl.rc->err || rconn_readonly(r))
             redis_drop();
     }
     freeReplyObject(r);
@@ -460,16 +460,15 @@ static void *flusher_main(void *arg)
     return NULL;
 }
 
-int sflush_start(const struct sflush_conf *conf, const struct db_conf *db, const char *host,
-                 int port, const char *instance, char *err, size_t errlen)
+int sflush_start(const struct sflush_conf *conf, const struct db_conf *db,
+                 struct rconn_endpoint *ep, const char *instance, char *err, size_t errlen)
 {
     snprintf(fl.instance, sizeof(fl.instance), "%s", instance);
     if (!conf->enabled || !db || fl.running)
         return 0;
     fl.conf = conf;
     fl.dbconf = db;
-    snprintf(fl.host, sizeof(fl.host), "%s", host);
-    fl.port = port;
+    fl.ep = ep;
     atomic_store(&fl.stop, 0);
     if (pthread_create(&fl.thread, NULL, flusher_main, NULL) != 0) {
         snprintf(err, errlen, "cannot start the redis-stream flusher thread");

@@ -20,6 +20,7 @@
 #include <stddef.h>
 
 struct db_conf;
+struct rconn_endpoint;
 
 #define SFLUSH_BATCH_MAX 1000
 
@@ -37,8 +38,8 @@ struct sflush_conf {
 /* Start the thread (when conf->enabled and db is set). Redis or MySQL down
  * is not a failure: the thread retries. Returns 0, or -1 with err (thread
  * or memory). conf and db must outlive the thread. */
-int sflush_start(const struct sflush_conf *conf, const struct db_conf *db, const char *host,
-                 int port, const char *instance, char *err, size_t errlen);
+int sflush_start(const struct sflush_conf *conf, const struct db_conf *db,
+                 struct rconn_endpoint *ep, const char *instance, char *err, size_t errlen);
 /* Stop and join the thread (within about block_ms plus one MySQL
  * transaction); a no-op when not started. */
 void sflush_stop(void);
