@@ -10,6 +10,7 @@
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <sys/socket.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -32,8 +33,25 @@ struct http_pool {
 
 #define HTTP_MAX_CONTROL 8
 
+/* One open connection, for the request-read deadline: MHD's own timeout
+ * is an idle timeout, which a client sending one byte a second extends
+ * forever. */
+struct conn_info {
+    int fd;
+    _Atomic int reading;            /* between requests or reading one */
+    _Atomic double since;           /* util_now() when reading started */
+    int cut;                        /* shut down by the reaper */
+    struct conn_info *prev, *next;  /* the server's list, under conns_mu */
+};
+
 struct http_server {
     struct MHD_Daemon *d;
+    pthread_mutex_t conns_mu;
+    struct conn_info *conns;         /* open connections */
+    _Atomic long nconns;
+    pthread_t reaper;
+    int reaper_started;
+    _Atomic int reaper_stop;
     http_handler_fn fn;
     void *app;
     const char *control[HTTP_MAX_CONTROL + 1];
@@ -43,6 +61,7 @@ struct http_server {
 
 struct req_state {
     struct http_req req;
+    struct conn_info *ci;       /* the connection's deadline record (may be NULL) */
     char *buf;
     size_t cap;
     struct http_resp resp;      /* filled by a worker, sent by MHD's thread */
@@ -206,13 +225,55 @@ static void answer_stopping(struct http_resp *resp)
     http_error(resp, 503, "backend_unavailable", "the service is stopping");
 }
 
+static http_warm_fn warm_fn;
+static _Atomic long warm_workers, all_workers;
+
+void http_set_warm(http_warm_fn fn) { warm_fn = fn; }
+
+void http_warm_state(long *warm, long *workers)
+{
+    *warm = atomic_load(&warm_workers);
+    *workers = atomic_load(&all_workers);
+}
+
+/* One warm-up attempt of a worker that is not warm yet; updates *warm. */
+static void warm_try(struct http_pool *p, int *warm, double *next)
+{
+    if (*warm || util_now() < *next)
+        return;
+    if (!warm_fn || warm_fn(p->srv->app) == 0) {
+        *warm = 1;
+        atomic_fetch_add(&warm_workers, 1);
+    } else {
+        *next = util_now() + 1.0;
+    }
+}
+
 static void *pool_main(void *arg)
 {
     struct http_pool *p = arg;
+    /* Only the handler's pool warms up: the control pool's answers
+     * (/healthz) must not wait for a backend. */
+    int warm = p != &p->srv->work;
+    double next_warm = 0;
+    if (!warm)
+        warm_try(p, &warm, &next_warm);
     for (;;) {
         pthread_mutex_lock(&p->mu);
-        while (!p->head && !p->stopping)
-            pthread_cond_wait(&p->cv, &p->mu);
+        while (!p->head && !p->stopping) {
+            if (warm) {
+                pthread_cond_wait(&p->cv, &p->mu);
+                continue;
+            }
+            /* Not warm: wake once a second to try again while idle. */
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_sec += 1;
+            pthread_cond_timedwait(&p->cv, &p->mu, &ts);
+            pthread_mutex_unlock(&p->mu);
+            warm_try(p, &warm, &next_warm);
+            pthread_mutex_lock(&p->mu);
+        }
         struct req_state *st = p->head;
         if (st) {
             p->head = st->next;
@@ -226,10 +287,12 @@ static void *pool_main(void *arg)
         /* Draining: a request that has not started is answered at once
          * (the client retries elsewhere) instead of starting work that a
          * stop's KILL could cut in half. */
-        if (stopping)
+        if (stopping) {
             answer_stopping(&st->resp);
-        else
+        } else {
             run_handler(p->srv, st);
+            warm_try(p, &warm, &next_warm);
+        }
         /* Once done is set, st belongs to MHD's thread (on_request sends
          * st->resp after the resume, on_completed frees it): touch it no
          * more. */
@@ -326,6 +389,86 @@ static struct http_pool *pool_for(struct http_server *s, const char *path)
     return &s->work;
 }
 
+/* ---- connection limits ---- */
+
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code)
+{
+    struct http_server *s = cls;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        struct conn_info *ci = calloc(1, sizeof(*ci));
+        const union MHD_ConnectionInfo *info =
+            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        if (!ci || !info) {
+            free(ci);
+            *socket_context = NULL;   /* no deadline for it; MHD's idle timeout stays */
+            return;
+        }
+        ci->fd = info->connect_fd;
+        atomic_store(&ci->since, util_now());
+        atomic_store(&ci->reading, 1);
+        pthread_mutex_lock(&s->conns_mu);
+        ci->next = s->conns;
+        if (s->conns)
+            s->conns->prev = ci;
+        s->conns = ci;
+        pthread_mutex_unlock(&s->conns_mu);
+        atomic_fetch_add(&s->nconns, 1);
+        *socket_context = ci;
+        return;
+    }
+    struct conn_info *ci = *socket_context;
+    if (!ci)
+        return;
+    /* MHD closes the socket after this call: under conns_mu the reaper
+     * never shuts down an fd that was already reused. */
+    pthread_mutex_lock(&s->conns_mu);
+    if (ci->prev)
+        ci->prev->next = ci->next;
+    else
+        s->conns = ci->next;
+    if (ci->next)
+        ci->next->prev = ci->prev;
+    pthread_mutex_unlock(&s->conns_mu);
+    atomic_fetch_sub(&s->nconns, 1);
+    free(ci);
+    *socket_context = NULL;
+}
+
+static int server_busy(struct http_server *s)
+{
+    return atomic_load(&s->nconns) > HTTP_MAX_CONNS - HTTP_RESERVED_CONNS;
+}
+
+/* Every 100 ms: shut down (both ways) each connection still reading a
+ * request past its deadline; MHD sees the socket end and closes it on its
+ * own thread. */
+static void *reaper_main(void *arg)
+{
+    struct http_server *s = arg;
+    struct timespec nap = {0, 100 * 1000000L};
+    while (!atomic_load(&s->reaper_stop)) {
+        nanosleep(&nap, NULL);
+        double limit = (server_busy(s) ? HTTP_READ_DEADLINE_BUSY_MS : HTTP_READ_DEADLINE_MS) / 1000.0;
+        double now = util_now();
+        pthread_mutex_lock(&s->conns_mu);
+        for (struct conn_info *ci = s->conns; ci; ci = ci->next)
+            if (!ci->cut && atomic_load(&ci->reading) && now - atomic_load(&ci->since) > limit) {
+                shutdown(ci->fd, SHUT_RDWR);
+                ci->cut = 1;
+            }
+        pthread_mutex_unlock(&s->conns_mu);
+    }
+    return NULL;
+}
+
+static struct conn_info *conn_info_of(struct MHD_Connection *conn)
+{
+    const union MHD_ConnectionInfo *info =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return info ? info->socket_context : NULL;
+}
+
 /* MHD calls this several times per request: headers, body chunks, the end,
  * and once more after a worker resumed the connection. We answer only after
  * the first call: queueing on the first callback makes MHD 0.9.75 close the
@@ -345,6 +488,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
         st->req.method = method;
         st->req.path = url;
         st->req.started = util_now();
+        st->ci = conn_info_of(conn);
         *con_cls = st;
         return MHD_YES;
     }
@@ -361,9 +505,17 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
         return send_resp(conn, &st->resp);
     }
     st->req.body = st->buf;
+    if (st->ci)   /* the request is in: its read deadline no longer runs */
+        atomic_store(&st->ci->reading, 0);
     if (edge_reject(st, &st->resp) == 0 && path_in(s->inline_paths, st->req.path)) {
         /* Never blocks: a hand-off would cost more than the answer. */
         run_handler(s, st);
+    } else if (!st->resp.text && pool == &s->work && server_busy(s)) {
+        /* The last HTTP_RESERVED_CONNS connections are for the control
+         * paths: an orchestrator must still reach /healthz. */
+        snprintf(st->resp.retry_after, sizeof(st->resp.retry_after), "1");
+        http_error(&st->resp, 503, "backend_unavailable",
+                   "too many open connections (%d); retry", HTTP_MAX_CONNS);
     } else if (!st->resp.text) {
         st->dispatched = 1;
         if (pool_submit(pool, st) == 0)
@@ -378,6 +530,10 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
     struct req_state *st = *con_cls;
+    if (st && st->ci) {   /* keep-alive: the next request's deadline starts now */
+        atomic_store(&st->ci->since, util_now());
+        atomic_store(&st->ci->reading, 1);
+    }
     if (st) {
         free(st->resp.text);
         free(st->buf);
@@ -405,10 +561,12 @@ struct http_server *http_start(const char *bind_addr, long port, long threads,
     }
     s->fn = fn;
     s->app = app;
+    pthread_mutex_init(&s->conns_mu, NULL);
     for (int i = 0; control && control[i] && i < HTTP_MAX_CONTROL; i++)
         s->control[i] = control[i];
     for (int i = 0; inline_paths && inline_paths[i] && i < HTTP_MAX_CONTROL; i++)
         s->inline_paths[i] = inline_paths[i];
+    atomic_store(&all_workers, threads);
     if (pool_start(&s->work, s, threads) != 0 ||
         pool_start(&s->ctl, s, HTTP_CONTROL_THREADS) != 0) {
         snprintf(err, errlen, "cannot start %ld worker threads", threads);
@@ -423,20 +581,29 @@ struct http_server *http_start(const char *bind_addr, long port, long threads,
         MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
         MHD_OPTION_THREAD_POOL_SIZE, (unsigned int)HTTP_IO_THREADS,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
+        MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)60,
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned int)4096,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned int)HTTP_MAX_CONNS,
+        MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned int)HTTP_PER_CLIENT_CONNS,
         MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned int)1024,
         MHD_OPTION_END);
     if (!s->d) {
         snprintf(err, errlen, "cannot listen on %s:%ld (port taken?)", bind_addr, port);
         goto err;
     }
+    if (pthread_create(&s->reaper, NULL, reaper_main, s) != 0) {
+        snprintf(err, errlen, "cannot start the connection reaper thread");
+        MHD_stop_daemon(s->d);
+        goto err;
+    }
+    s->reaper_started = 1;
     return s;
 err:
     pool_stop(&s->work);
     pool_stop(&s->ctl);
     pool_free(&s->work);
     pool_free(&s->ctl);
+    pthread_mutex_destroy(&s->conns_mu);
     free(s);
     return NULL;
 }
@@ -457,7 +624,12 @@ void http_stop(struct http_server *s)
     pool_stop(&s->work);
     pool_stop(&s->ctl);
     MHD_stop_daemon(s->d);
+    if (s->reaper_started) {
+        atomic_store(&s->reaper_stop, 1);
+        pthread_join(s->reaper, NULL);
+    }
     pool_free(&s->work);
     pool_free(&s->ctl);
+    pthread_mutex_destroy(&s->conns_mu);
     free(s);
 }

@@ -39,6 +39,17 @@ struct http_server;
 #define HTTP_IO_THREADS 2        /* MHD threads: sockets and parsing only */
 #define HTTP_CONTROL_THREADS 2   /* the control paths' own workers */
 
+/* Limits that hold under abuse (services/API.md "Connection limits"). */
+#define HTTP_MAX_CONNS 4096          /* open connections in all */
+#define HTTP_PER_CLIENT_CONNS 1024   /* open connections from one IP address */
+#define HTTP_RESERVED_CONNS 64       /* kept for the control paths (/healthz) */
+/* From a connection's start, or the end of its previous request, the next
+ * request (headers and body) must have arrived within this many ms; bytes
+ * arriving slowly do not extend it. Above HTTP_MAX_CONNS -
+ * HTTP_RESERVED_CONNS open connections the short one applies. */
+#define HTTP_READ_DEADLINE_MS 10000
+#define HTTP_READ_DEADLINE_BUSY_MS 1000
+
 /* Start listening on bind:port with `threads` worker threads for the
  * handler (plus HTTP_CONTROL_THREADS for the paths in `control`, a
  * NULL-terminated list that may be NULL). Paths in `inline_paths` (same
@@ -48,6 +59,15 @@ struct http_server;
 struct http_server *http_start(const char *bind_addr, long port, long threads,
                                const char *const *control, const char *const *inline_paths,
                                http_handler_fn fn, void *app, char *err, size_t errlen);
+
+/* Warm start: each worker thread calls fn(app) before it serves (it opens
+ * the thread's connections; 0 when they are all up) and again at most once
+ * a second, between requests, until it succeeds. Set before http_start;
+ * NULL (the default) counts every worker as warm. */
+typedef int (*http_warm_fn)(void *app);
+void http_set_warm(http_warm_fn fn);
+/* Workers warm so far and workers started (the process's one server). */
+void http_warm_state(long *warm, long *workers);
 /* Stop serving: requests already handed to a worker finish, later ones get
  * 503; joins every thread; accepts NULL. */
 void http_stop(struct http_server *s);

@@ -32,6 +32,17 @@ int service_mysql_health(const struct db_conf *conf, struct http_resp *resp)
     return -1;
 }
 
+int service_warm_health(struct http_resp *resp)
+{
+    long warm, workers;
+    http_warm_state(&warm, &workers);
+    if (warm >= workers)
+        return 0;
+    http_error(resp, 503, "backend_unavailable", "warming up: %ld of %ld workers connected",
+               warm, workers);
+    return -1;
+}
+
 int service_admin_check(const char *token, const struct http_req *req,
                         struct http_resp *resp)
 {

@@ -13,6 +13,11 @@ void service_metrics(const struct http_req *req, struct http_resp *resp);
  * answers 503 backend_unavailable naming MySQL and returns -1. */
 int service_mysql_health(const struct db_conf *conf, struct http_resp *resp);
 
+/* Readiness of the worker pool: 0 when every worker is warm (its own
+ * connections open, http_set_warm); else answers 503 backend_unavailable
+ * "warming up: k of n workers connected" and returns -1. */
+int service_warm_health(struct http_resp *resp);
+
 /* The admin routes' gate: with a non-empty `token`, the request must carry
  * "Authorization: Bearer <token>". Returns 0 when it may go on; else answers
  * 401 unauthorized (no bearer token) or 403 forbidden (another one) and

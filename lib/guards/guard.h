@@ -80,6 +80,18 @@ struct guard_facts {
     struct guard_fact fact[GUARD_FACTS_MAX];
 };
 
+/* A guard's Redis side state of one SKU, for the audit (see `side`). */
+struct guard_side {
+    int has_stock;             /* 0: no stock in Redis (never seeded, being
+                                * reconciled): no drift to report */
+    long long stock;           /* the units Redis would still sell */
+    long long pending, pending_units; /* answered, not in MySQL yet */
+    long long in_flight_units; /* decided in Redis, being written to MySQL
+                                * by a live request (redis-decr) */
+    long long flush_seq;       /* moves whenever sales move to MySQL */
+    int flushing;              /* 1: a move may be committing right now */
+};
+
 /* Work run while a guard's lock is held (see struct guard's `locked`):
  * fills res and returns what the caller of `locked` should see. */
 typedef int (*guard_work_fn)(void *ctx, const struct deduct_env *env,
@@ -154,7 +166,8 @@ struct guard {
      * 0, or -1 when the backend cannot be read (best effort). */
     int (*describe)(const struct guard *self, const char *sku, struct guard_facts *out);
     /* Optional: reachability of the guard's own backend for /healthz (a
-     * shared one is checked by the registry): 0 up, -1 with err. *backend
+     * shared one is checked by the registry): 0 up, -1 with err, 1 when
+     * the backend is not configured (neither checked nor listed). *backend
      * names it ("zookeeper"). */
     int (*health)(const char **backend, char *err, size_t errlen);
     /* Optional: mirror the guard's counters into lib/base/metrics before
@@ -175,6 +188,16 @@ struct guard {
      * queued for MySQL (a release must wait for it), 0 when not, -1 when
      * the backend cannot be read. */
     int (*queued)(const struct guard *self, const char *order_id);
+    /* Optional, guards that keep stock in Redis: read the SKU's side
+     * state in one Redis round trip (one script: the fields agree with
+     * each other). Returns 0, or -1 when Redis cannot be read. */
+    int (*side)(const struct guard *self, const char *sku, struct guard_side *out);
+    /* Optional, write-behind guards: on=1 holds off the commits of their
+     * flushes for a short while (bounded by the guard) so an audit can
+     * read Redis and MySQL as one snapshot; on=0 lets them go. Returns 1
+     * held, 0 not now (a flush is committing: retry soon), -1 when the
+     * backend cannot be reached. */
+    int (*freeze)(const struct guard *self, int on);
 };
 
 /* This guard's options for req: what the body set, else its defaults
@@ -275,6 +298,17 @@ int guard_release(const struct deduct_env *env, const char *order_id,
 
 /* Every guard's facts about sku, best effort. */
 void guard_describe(const char *sku, struct guard_facts *out);
+
+/* The audit of sku (GET .../audit) as one snapshot: MySQL's figures
+ * (stock/audit.h) read while no write-behind flush of the SKU can commit
+ * (a guard's flush_seq and flushing before and after the MySQL read), with
+ * the pending sales and the drift of every guard that keeps stock in
+ * Redis and sold the SKU since its seed (a ledger row of that guard, or a
+ * pending sale): Redis stock - (MySQL stock - pending units). Returns 1,
+ * 0 unknown SKU, or a negative DB_E* code (MySQL failed). A Redis that
+ * cannot be read leaves a->pending_known / a->drift_known 0. */
+struct audit;
+int guard_audit(struct db_conn *db, const char *sku, struct audit *a);
 
 /* Sum of every guard's `pending` for sku (GET .../audit). Returns 0, or -1
  * when a guard's backend could not be read (the sums are then partial). */

@@ -10,7 +10,85 @@
 #include "stock/keys.h"
 #include "stock/txn.h"
 
+#include <pthread.h>
 #include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+/* ---- one contender per process (no herd) ----
+ * Threads of one process that want the same lock row queue on a local gate
+ * and only the gate's holder polls MySQL: a release hands over locally at
+ * once, and 16 workers no longer poll the row (and deadlock on it) in
+ * parallel. Across processes the row still decides. A slot belongs to one
+ * name while used; a name whose slot is taken contends without a gate. */
+#define LT_GATES 64
+
+struct lt_gate {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    char name[KEYS_MAX];   /* "" = free slot */
+    int held, waiters;
+};
+
+static struct lt_gate gates[LT_GATES] = {
+    [0 ... LT_GATES - 1] = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER}};
+
+static unsigned long name_hash(const char *s)
+{
+    unsigned long h = 5381;
+    while (*s)
+        h = h * 33 + (unsigned char)*s++;
+    return h;
+}
+
+/* Enter name's gate by deadline (util_now clock). Returns the gate (held),
+ * NULL to contend without one (slot used by another name), and sets
+ * *timeout when the deadline passed while queued. */
+static struct lt_gate *gate_enter(const char *name, double deadline, int *timeout)
+{
+    struct lt_gate *g = &gates[name_hash(name) % LT_GATES];
+    *timeout = 0;
+    pthread_mutex_lock(&g->mu);
+    if (g->name[0] && strcmp(g->name, name) != 0) {
+        pthread_mutex_unlock(&g->mu);
+        return NULL;
+    }
+    snprintf(g->name, sizeof(g->name), "%s", name);
+    g->waiters++;
+    while (g->held) {
+        double left = deadline - util_now();
+        if (left <= 0)
+            break;
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        long long ns = ts.tv_nsec + (long long)(left * 1e9);
+        ts.tv_sec += (time_t)(ns / 1000000000LL);
+        ts.tv_nsec = (long)(ns % 1000000000LL);
+        pthread_cond_timedwait(&g->cv, &g->mu, &ts);
+    }
+    g->waiters--;
+    if (g->held) {
+        *timeout = 1;
+        pthread_mutex_unlock(&g->mu);
+        return NULL;
+    }
+    g->held = 1;
+    pthread_mutex_unlock(&g->mu);
+    return g;
+}
+
+static void gate_leave(struct lt_gate *g)
+{
+    if (!g)
+        return;
+    pthread_mutex_lock(&g->mu);
+    g->held = 0;
+    if (g->waiters)
+        pthread_cond_signal(&g->cv);
+    else
+        g->name[0] = '\0';
+    pthread_mutex_unlock(&g->mu);
+}
 
 /* 1 taken, 0 held by someone else (and not expired), <0 DB error. */
 static int try_take_once(struct db_conn *db, const char *name, const char *owner, long ttl_ms)
@@ -67,8 +145,9 @@ static int lock_table_locked(const struct guard *self, const struct deduct_env *
     const struct lock_req_opts *lo = lock_opts_of(req);
     long ttl = lock_opts_ttl(lo, env->default_ttl_ms);
     double t0 = util_now(), deadline = t0 + (double)req->lock_wait_ms / 1000.0;
-    int got = 0;
-    for (int i = 0;; i++) {
+    int got = 0, gate_timeout;
+    struct lt_gate *gate = gate_enter(name, deadline, &gate_timeout);
+    for (int i = 0; !gate_timeout; i++) {
         got = try_take(env->db, name, owner, ttl);
         if (got != 0 || util_now() >= deadline)
             break;
@@ -76,10 +155,12 @@ static int lock_table_locked(const struct guard *self, const struct deduct_env *
     }
     res->lock_wait_s = util_now() - t0;
     if (got < 0) {
+        gate_leave(gate);
         stock_db_failure(env->db, got, res);
         return -1;
     }
     if (got == 0) {
+        gate_leave(gate);
         res->outcome = DEDUCT_LOCK_TIMEOUT;
         snprintf(res->detail, sizeof(res->detail), "lock row %.70s busy for %ld ms", name,
                  req->lock_wait_ms);
@@ -96,6 +177,7 @@ release:
     if (store_lock_row_delete(env->db, name, owner) < 0)
         fprintf(stderr, "lock-table: release of %s failed (expires by itself): %s\n", name,
                 env->db->errstr);
+    gate_leave(gate);
     return ret;
 }
 

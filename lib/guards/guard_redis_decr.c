@@ -6,24 +6,70 @@
  * (redis_reconcile.h) instead of reloading MySQL at once. */
 #include "guard.h"
 
+#include "base/db.h"
 #include "base/util.h"
+#include "guards/core/lock_fields.h"
 #include "guards/core/redis_reconcile.h"
 #include "guards/core/redis_shared.h"
 #include "stock/keys.h"
 #include "stock/txn.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* KEYS[1] stock key, KEYS[2] its epoch; ARGV[1] qty. {-2}: key missing
- * (Redis lost it), {-1}: not enough, else {new stock, epoch}: the epoch the
- * sale was decided in, for a give-back (redis_reconcile.h). */
+/* KEYS[1] stock key, [2] its epoch, [3] intents, [4] intent details;
+ * ARGV[1] qty, [2] nonce, [3] order_id, [4] ms the write may take. {-2}:
+ * key missing (Redis lost it, or it is of an older generation: dropped,
+ * see RREC_LUA_GEN); {-1, stale}: not enough; else {new stock,
+ * epoch, stale}: the epoch the sale was decided in (for a give-back,
+ * redis_reconcile.h), and the sale is recorded as an intent until its
+ * write is known (settled by this instance, or by the next sale after
+ * its deadline when the instance died). stale: the nonce of one intent
+ * past its deadline, or "". */
 static struct rconn_script decr_script = RCONN_SCRIPT(
+    RREC_LUA_GEN
     "local v = redis.call('GET', KEYS[1]) "
     "if not v then return {-2} end "
-    "if tonumber(v) < tonumber(ARGV[1]) then return {-1} end "
-    "return {redis.call('DECRBY', KEYS[1], ARGV[1]), redis.call('GET', KEYS[2]) or ''}");
+    "if not in_gen(redis.call('GET', KEYS[2]) or '') then "
+    "  redis.call('DEL', KEYS[1]) return {-2} end "
+    "local t = redis.call('TIME') "
+    "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) "
+    "local old = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now, 'LIMIT', 0, 1) "
+    "local stale = old[1] or '' "
+    "if tonumber(v) < tonumber(ARGV[1]) then return {-1, stale} end "
+    "local left = redis.call('DECRBY', KEYS[1], ARGV[1]) "
+    "local ep = redis.call('GET', KEYS[2]) or '' "
+    "redis.call('ZADD', KEYS[3], now + tonumber(ARGV[4]), ARGV[2]) "
+    "redis.call('HSET', KEYS[4], ARGV[2], ARGV[3] .. '\\n' .. ep .. '\\n' .. ARGV[1]) "
+    "return {left, ep, stale}");
+
+/* KEYS[1] intents, [2] intent details; ARGV[1] nonce. The sale is in
+ * MySQL (or will never be given back by its own instance): forget it. */
+static struct rconn_script clear_script = RCONN_SCRIPT(
+    "redis.call('HDEL', KEYS[2], ARGV[1]) "
+    "return redis.call('ZREM', KEYS[1], ARGV[1])");
+
+/* KEYS[1] stock, [2] epoch, [3] intents, [4] intent details; ARGV[1]
+ * nonce, [2] the sale's epoch, [3] qty. The sale will not be in MySQL:
+ * its units go back into the state they came from, once -- whoever
+ * removes the intent gives back (its own instance, or the settler of a
+ * stale one). 1 given, 0 not needed (state lost or another epoch), -1
+ * already settled. */
+static struct rconn_script give_clear_script = RCONN_SCRIPT(
+    "if redis.call('ZREM', KEYS[3], ARGV[1]) == 0 then return -1 end "
+    "redis.call('HDEL', KEYS[4], ARGV[1]) "
+    "if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end "
+    "if (redis.call('GET', KEYS[2]) or '') ~= ARGV[2] then return 0 end "
+    "redis.call('INCRBY', KEYS[1], ARGV[3]) "
+    "return 1");
+
+/* A sale's intent: its nonce and keys. */
+struct intent {
+    char nonce[96];
+    char zset[KEYS_MAX], hash[KEYS_MAX];
+};
 
 /* The shared Redis server, received at init. */
 static struct redis_shared *redis;
@@ -58,16 +104,47 @@ static int fill_state(const char *sku, long long stock, int segments, struct rre
     return 0;
 }
 
+static atomic_ullong intent_seq;
+
+/* The request's replicas_ack (0 when the body has none). */
+static int acks_of(const struct deduct_req *req)
+{
+    return (int)lock_opts_of(req)->replicas_ack;
+}
+
+/* The WAIT of replicas_ack: REDIS_REPLICAS_ACK_MAX_MS, or what the
+ * request's deadline leaves. */
+static long ack_wait_ms(const struct deduct_req *req)
+{
+    long left = (long)(deduct_time_left(req) * 1000.0);
+    return left < REDIS_REPLICAS_ACK_MAX_MS ? (left > 1 ? left : 1) : REDIS_REPLICAS_ACK_MAX_MS;
+}
+
+static void intent_init(struct intent *in, const struct deduct_env *env, const char *sku)
+{
+    snprintf(in->nonce, sizeof(in->nonce), "%.60s-%llu", env->instance,
+             (unsigned long long)atomic_fetch_add(&intent_seq, 1));
+    keys_stock_intents(in->zset, sku);
+    keys_stock_intent(in->hash, sku);
+}
+
 /* One run of the decrement script: the new stock (>= 0), -1 not enough,
- * -2 key missing, -3 failure (res filled). *epoch receives the epoch. */
-static long long decrement(const struct rrec *k, long qty, char epoch[RREC_EPOCH_MAX],
+ * -2 key missing, -3 failure (res filled). *epoch receives the epoch,
+ * stale the nonce of an intent past its deadline ("" none). */
+static long long decrement(const struct rrec *k, const struct intent *in,
+                           const struct deduct_req *req, long write_ms,
+                           char epoch[RREC_EPOCH_MAX], char stale[96], long long *acked,
                            struct deduct_res *res)
 {
-    char n[24];
-    snprintf(n, sizeof(n), "%ld", qty);
-    const char *argv[3] = {k->state, k->epoch, n};
-    redisReply *r = rconn_eval(redis->pool, res->detail, sizeof(res->detail),
-                               &decr_script, 2, 3, argv);
+    char n[24], ms[24];
+    snprintf(n, sizeof(n), "%ld", req->qty);
+    snprintf(ms, sizeof(ms), "%ld", write_ms);
+    const char *argv[8] = {k->state, k->epoch, in->zset, in->hash, n, in->nonce, req->order_id,
+                           ms};
+    redisReply *r = redis_shared_eval_acked(redis, &decr_script, 4, 8, argv, acks_of(req),
+                                            ack_wait_ms(req), acked, res->detail,
+                                            sizeof(res->detail));
+    stale[0] = '\0';
     if (!r) {
         res->outcome = DEDUCT_UNAVAILABLE;
         return -3;
@@ -76,7 +153,11 @@ static long long decrement(const struct rrec *k, long qty, char epoch[RREC_EPOCH
     if (r->type == REDIS_REPLY_ARRAY && r->elements >= 1 &&
         r->element[0]->type == REDIS_REPLY_INTEGER) {
         left = r->element[0]->integer;
-        if (left >= 0 && r->elements == 2)
+        const redisReply *st = left >= 0 && r->elements == 3 ? r->element[2]
+                               : left == -1 && r->elements == 2 ? r->element[1] : NULL;
+        if (st && st->type == REDIS_REPLY_STRING)
+            snprintf(stale, 96, "%s", st->str);
+        if (left >= 0 && r->elements == 3)
             rrec_epoch_copy(epoch, r->element[1]);
         else if (left >= 0 || left < -2)
             left = -3;
@@ -89,29 +170,109 @@ static long long decrement(const struct rrec *k, long qty, char epoch[RREC_EPOCH
     return left;
 }
 
-/* The units of a sale that will not be recorded go back, into the state
- * they were taken from only. */
-static void give_back(const struct rrec *k, const char *epoch, const struct deduct_req *req)
+/* The sale is in MySQL (or its fate is Redis's reconciliation's): forget
+ * its intent. A failure leaves it to be settled as stale (the ledger then
+ * says it landed). */
+static void intent_clear(const struct intent *in)
 {
     char err[128];
-    if (rrec_give_back(k, k->state, epoch, req->qty, err, sizeof(err)) < 0)
-        /* the units stay taken in Redis: an undersell, never an oversell */
-        fprintf(stderr, "redis-decr: could not give %ld of %s back: %s\n", req->qty, req->sku,
-                err);
+    const char *argv[3] = {in->zset, in->hash, in->nonce};
+    redisReply *r = rconn_eval(redis->pool, err, sizeof(err), &clear_script, 2, 3, argv);
+    freeReplyObject(r);
+}
+
+/* The units of a sale that will not be recorded go back, into the state
+ * they were taken from only, and its intent goes, in one script. */
+static void give_back(const struct rrec *k, const struct intent *in, const char *epoch,
+                      long qty, const char *sku)
+{
+    char err[128], n[24];
+    snprintf(n, sizeof(n), "%ld", qty);
+    const char *argv[7] = {k->state, k->epoch, in->zset, in->hash, in->nonce, epoch, n};
+    redisReply *r = rconn_eval(redis->pool, err, sizeof(err), &give_clear_script, 4, 7,
+                               argv);
+    if (!r)
+        /* the units stay taken in Redis until the intent is settled as
+         * stale: an undersell for a while, never an oversell */
+        fprintf(stderr, "redis-decr: could not give %ld of %s back: %s\n", qty, sku, err);
+    freeReplyObject(r);
+}
+
+/* Settle an intent past its deadline (its instance died between the Redis
+ * decision and the MySQL write, or could not clear it): the sale's write
+ * can no longer start (it gives up past that deadline), so the ledger
+ * tells: a row for its order_id -> it landed, forget it; none -> give the
+ * units back into their epoch. Best effort: a failure leaves it for the
+ * next sale. */
+static void settle_stale(const struct rrec *k, const struct deduct_env *env, const char *sku,
+                         const char *nonce)
+{
+    struct intent in;
+    char err[128];
+    keys_stock_intents(in.zset, sku);
+    keys_stock_intent(in.hash, sku);
+    snprintf(in.nonce, sizeof(in.nonce), "%s", nonce);
+    const char *argv[3] = {"HGET", in.hash, nonce};
+    redisReply *r = rconn_cmd_argv(redis->pool, err, sizeof(err), 3, argv);
+    char order[STOCK_ID_MAX + 1] = "", epoch[RREC_EPOCH_MAX] = "";
+    long qty = 0;
+    int have = 0;
+    if (r && r->type == REDIS_REPLY_STRING) {
+        const char *a = strchr(r->str, '\n'), *b = a ? strchr(a + 1, '\n') : NULL;
+        if (a && b && (size_t)(a - r->str) <= STOCK_ID_MAX &&
+            (size_t)(b - a - 1) < RREC_EPOCH_MAX) {
+            memcpy(order, r->str, (size_t)(a - r->str));
+            memcpy(epoch, a + 1, (size_t)(b - a - 1));
+            qty = atol(b + 1);
+            have = qty > 0;
+        }
+    }
+    int gone = r && r->type == REDIS_REPLY_NIL, read = r != NULL;
+    freeReplyObject(r);
+    if (gone || !have) {
+        if (read)   /* details lost or malformed: nothing to give back */
+            intent_clear(&in);
+        return;
+    }
+    long long one = 0;
+    long long landed = env->db ? db_run(env->db, "SELECT 1 FROM ledger WHERE order_id=? LIMIT 1",
+                                        "s", "l", order, &one)
+                               : DB_EUNAVAIL;
+    if (landed < 0)
+        return;
+    if (landed > 0) {
+        intent_clear(&in);
+    } else {
+        give_back(k, &in, epoch, qty, sku);
+        fprintf(stderr, "redis-decr: sale %s of %s (%ld) never reached MySQL: units given back\n",
+                order, sku, qty);
+    }
+}
+
+/* How long a sale decided in Redis may take to reach MySQL before a stale
+ * intent is settled without it: hold_ms, the write margin, and as much
+ * again for the write that started just in time. */
+static long write_window_ms(const struct deduct_req *req)
+{
+    return req->hold_ms + 2 * REDIS_DECIDED_WRITE_MARGIN_MS;
 }
 
 static int redis_decr_deduct(const struct guard *self, const struct deduct_env *env,
                              const struct deduct_req *req, struct deduct_res *res)
 {
     struct rrec k;
+    struct intent in;
     rrec_keys(&k, req->sku);
-    char epoch[RREC_EPOCH_MAX] = "";
-    long long left = -2;
+    intent_init(&in, env, req->sku);
+    char epoch[RREC_EPOCH_MAX] = "", stale[96] = "";
+    long long left = -2, acked = 0;
     for (int attempt = 0; attempt < 2 && left == -2; attempt++) {
-        left = decrement(&k, req->qty, epoch, res);
+        left = decrement(&k, &in, req, write_window_ms(req), epoch, stale, &acked, res);
         if (left == -2 && attempt == 0 && rrec_recover(&k, env, req->sku, fill_state, res) == 0)
             return 0;
     }
+    if (stale[0])
+        settle_stale(&k, env, req->sku, stale);
     if (left == -2) {   /* lost again between the reload and our retry */
         res->outcome = DEDUCT_UNAVAILABLE;
         snprintf(res->detail, sizeof(res->detail),
@@ -123,10 +284,24 @@ static int redis_decr_deduct(const struct guard *self, const struct deduct_env *
             res->outcome = DEDUCT_OUT_OF_STOCK;
         return 0;
     }
+    /* replicas_ack: a failover to a replica without this decrement would
+     * sell the unit again; so fewer replicas than asked undo the sale. */
+    if (acks_of(req) > 0 && acked < acks_of(req)) {
+        char why[160];
+        snprintf(why, sizeof(why), "%s", res->detail);
+        give_back(&k, &in, epoch, req->qty, req->sku);
+        res->outcome = DEDUCT_UNAVAILABLE;
+        snprintf(res->detail, sizeof(res->detail),
+                 "replicas_ack: the sale reached %lld of %d replica(s) within %ld ms; undone, "
+                 "nothing sold%s%.40s", acked > 0 ? acked : 0, acks_of(req),
+                 ack_wait_ms(req), acked < 0 ? ": " : "", acked < 0 ? why : "");
+        return 0;
+    }
     /* From the Redis decision on, the sale has hold_ms plus the margin to
      * reach MySQL, whatever lock_wait_ms (which this guard never waits)
      * added to the request's deadline: that bound is what
-     * --redis-reload-wait must exceed. */
+     * --redis-reload-wait must exceed, and what its intent's deadline
+     * (write_window_ms) exceeds. */
     struct deduct_req sale = *req;
     double cap = util_now() + (double)(req->hold_ms + REDIS_DECIDED_WRITE_MARGIN_MS) / 1000.0;
     if (sale.deadline <= 0 || sale.deadline > cap)
@@ -136,7 +311,7 @@ static int redis_decr_deduct(const struct guard *self, const struct deduct_env *
     /* Past its deadline the caller has given up: writing now could also
      * land after a reconciliation already counted these units as unsold. */
     if (stock_past_deadline(req, res)) {
-        give_back(&k, epoch, req);
+        give_back(&k, &in, epoch, req->qty, req->sku);
         return 0;
     }
     /* Refused: the units go back into their epoch. Floor refusal or a
@@ -144,12 +319,18 @@ static int redis_decr_deduct(const struct guard *self, const struct deduct_env *
      * so a unit is neither sold twice nor lost. */
     int rc = stock_record_relative(self->name, env, req, res);
     if (rc == STOCK_NOT_COMMITTED) {
-        give_back(&k, epoch, req);
-    } else if (rc == STOCK_DIVERGED || rc == STOCK_COMMIT_UNKNOWN) {
-        char err[128];
-        if (rrec_distrust(&k, epoch, NULL, 0, err, sizeof(err)) < 0)
-            fprintf(stderr, "redis-decr: could not start reconciling %s: %s\n", req->sku, err);
+        give_back(&k, &in, epoch, req->qty, req->sku);
+        return 0;
     }
+    if (rc == STOCK_DIVERGED || rc == STOCK_COMMIT_UNKNOWN) {
+        char err[128];
+        if (rrec_distrust(&k, epoch, NULL, 0, err, sizeof(err)) < 0) {
+            /* the intent stays: settled as stale, the ledger will tell */
+            fprintf(stderr, "redis-decr: could not start reconciling %s: %s\n", req->sku, err);
+            return 0;
+        }
+    }
+    intent_clear(&in);
     return 0;
 }
 
@@ -207,6 +388,49 @@ static int redis_decr_describe(const struct guard *self, const char *sku,
     return 0;
 }
 
+/* KEYS[1] stock, [2] intents, [3] intent details. {has stock, stock,
+ * units of the intents still within their deadline}: sales on their way
+ * to MySQL. A stale intent is not counted: until the next sale settles it,
+ * its units show as drift. */
+static struct rconn_script side_script = RCONN_SCRIPT(
+    "local v = redis.call('GET', KEYS[1]) "
+    "local t = redis.call('TIME') "
+    "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) "
+    "local live = redis.call('ZRANGEBYSCORE', KEYS[2], '(' .. now, '+inf') "
+    "local units = 0 "
+    "for _, n in ipairs(live) do "
+    "  local d = redis.call('HGET', KEYS[3], n) "
+    "  if d then units = units + (tonumber(string.match(d, '([^\\n]*)$')) or 0) end "
+    "end "
+    "return {v and 1 or 0, tonumber(v or '0'), units}");
+
+/* The audit's read (guard.h `side`). */
+static int redis_decr_side(const struct guard *self, const char *sku, struct guard_side *out)
+{
+    char key[KEYS_MAX], zset[KEYS_MAX], hash[KEYS_MAX], err[128];
+    keys_stock(key, sku);
+    keys_stock_intents(zset, sku);
+    keys_stock_intent(hash, sku);
+    const char *argv[3] = {key, zset, hash};
+    redisReply *r = rconn_eval(redis->pool, err, sizeof(err), &side_script, 3, 3, argv);
+    if (!r)
+        return -1;
+    int ok = r->type == REDIS_REPLY_ARRAY && r->elements == 3;
+    for (size_t i = 0; ok && i < 3; i++)
+        ok = r->element[i]->type == REDIS_REPLY_INTEGER;
+    if (ok) {
+        out->has_stock = r->element[0]->integer == 1;
+        out->stock = r->element[1]->integer;
+        out->in_flight_units = r->element[2]->integer;
+    }
+    freeReplyObject(r);
+    return ok ? 0 : -1;
+}
+
+/* replicas_ack (lock_fields.h's row; the other lock options mean nothing
+ * here: no lock is taken). */
+static const struct guard_field decr_fields[] = {LOCK_FIELD_REPLICAS_ACK};
+
 const struct guard guard_redis_decr = {
     .name = "redis-decr",
     .how = "one Lua script checks and decrements stock in Redis; MySQL updated after",
@@ -216,6 +440,11 @@ const struct guard guard_redis_decr = {
     .seed = redis_decr_seed,
     .release = redis_decr_release,
     .describe = redis_decr_describe,
+    .side = redis_decr_side,
+    .fields = decr_fields,
+    .nfields = sizeof(decr_fields) / sizeof(decr_fields[0]),
+    .opts_size = sizeof(struct lock_req_opts),
+    .opts_default = &lock_req_opts_default,
     .uses_redis = 1,
     .init = decr_init,
     .fini = decr_fini,

@@ -6,6 +6,7 @@
  * row's reseed count instead (stock_rmw). */
 #include "guard.h"
 
+#include "base/db.h"
 #include "base/util.h"
 #include "guards/core/lock_fields.h"
 #include "guards/core/redis_shared.h"
@@ -46,6 +47,41 @@ static int refuse_options(const struct lock_req_opts *req, const struct rlock_op
              "taken inside the lock's Lua script", req->fencing ? "fencing" : "fair",
              req->fencing ? "token" : "queue");
     return 1;
+}
+
+/* KEYS[1] lock, [2] fence counter; ARGV[1] owner, [2] the row's fence.
+ * While ARGV[1] still holds the lock: raise the counter past the row's
+ * fence and return the new token; else 0. */
+static struct rconn_script raise_script = RCONN_SCRIPT(
+    "if redis.call('hexists', KEYS[1], ARGV[1]) == 0 or "
+    "   redis.call('pttl', KEYS[1]) <= 0 then return 0 end "
+    "local c = tonumber(redis.call('get', KEYS[2]) or '0') "
+    "local f = tonumber(ARGV[2]) "
+    "if c < f then redis.call('set', KEYS[2], ARGV[2]) end "
+    "return redis.call('incr', KEYS[2])");
+
+/* A fenced write refused although this holder still holds the lock: the
+ * fence counter went back (a failover to a replica that had not seen the
+ * last INCRs, a lost key) while the row kept the newer token. A stale
+ * holder has lost its lock, so it is never raised here. Returns the new
+ * token, or 0 (not ours any more, or Redis/MySQL failed: stay fenced). */
+static unsigned long long raise_fence(const struct deduct_env *env, const struct rlock *l,
+                                      const char *sku)
+{
+    long long row = 0;
+    if (!env->db || db_run(env->db, "SELECT fence FROM inventory WHERE sku=?", "s", "l", sku,
+                           &row) <= 0)
+        return 0;
+    char fence_key[KEYS_MAX + 8], rowv[24], err[128];
+    snprintf(fence_key, sizeof(fence_key), "%s:fence", rlock_key(l));
+    snprintf(rowv, sizeof(rowv), "%lld", row);
+    const char *argv[4] = {rlock_key(l), fence_key, rlock_token(l), rowv};
+    redisReply *r = rconn_eval(redis->pool, err, sizeof(err), &raise_script, 2, 4,
+                               argv);
+    unsigned long long t = r && r->type == REDIS_REPLY_INTEGER && r->integer > row
+                               ? (unsigned long long)r->integer : 0;
+    freeReplyObject(r);
+    return t;
 }
 
 static int redis_lock_locked(const struct guard *self, const struct deduct_env *env,
@@ -95,6 +131,12 @@ static int redis_lock_locked(const struct guard *self, const struct deduct_env *
         if (lo->fencing)
             fenced.fence = rlock_fence(l);
         ret = work(ctx, env, &fenced, res);
+        unsigned long long t;
+        if (lo->fencing && res->outcome == DEDUCT_FENCED &&
+            (t = raise_fence(env, l, req->sku)) != 0) {
+            fenced.fence = t;
+            ret = work(ctx, env, &fenced, res);
+        }
     }
     /* A release that finds the lock gone (expired while held) is counted
      * in the lock stats; the work stands, and the audit judges it. */

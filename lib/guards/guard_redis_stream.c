@@ -9,6 +9,7 @@
 #include "guard.h"
 
 #include "base/db.h"
+#include "guards/core/lock_fields.h"
 #include "guards/core/redis_reconcile.h"
 #include "guards/core/redis_shared.h"
 #include "stock/keys.h"
@@ -21,6 +22,9 @@
 #include <sys/time.h>
 
 #define GUARD_NAME "redis-stream"
+/* replicas_ack: how long past the WAIT an entry stays deferred for the
+ * sale's verdict (the round trips around the WAIT). */
+#define REPLICAS_ACK_MARGIN_MS 1000
 
 static struct sflush_conf conf;
 
@@ -50,13 +54,17 @@ static const struct cfg_opt options[] = {
 };
 
 /* KEYS[1] stock, [2] epoch, [3] order, [4] stream, [5] pending entries,
- * [6] pending units; ARGV[1] sku, [2] order_id, [3] qty, [4] instance,
- * [5] order ttl ms. Returns {left} sold; {-1, stock} not enough; {-2} the
- * stock is missing (Redis lost it); {-3, remaining, instance} a repeat of
+ * [6] pending units, [7] unacked entries; ARGV[1] sku, [2] order_id, [3]
+ * qty, [4] instance, [5] order ttl ms, [6] ms the sale may wait for its
+ * replicas (0: replicas_ack not asked; else flushers defer the entry that
+ * long, until the sale confirms or takes it back). Returns {left, entry id} sold; {-1, stock} not enough; {-2} the
+ * stock is missing (Redis lost it, or it is of an older generation:
+ * dropped, see RREC_LUA_GEN); {-3, remaining, instance} a repeat of
  * the order's first sale; {-4, sku, qty} the order_id names another sale.
  * A remembered order of an older epoch (its SKU was reseeded since, which
  * wiped its ledger) does not count, as in MySQL. */
 static struct rconn_script sale_script = RCONN_SCRIPT(
+    RREC_LUA_GEN
     "local q = tonumber(ARGV[3]) "
     "local ep = redis.call('GET', KEYS[2]) or '' "
     "local o = redis.call('GET', KEYS[3]) "
@@ -74,29 +82,59 @@ static struct rconn_script sale_script = RCONN_SCRIPT(
     "end "
     "local v = redis.call('GET', KEYS[1]) "
     "if not v then return {-2} end "
+    "if not in_gen(ep) then redis.call('DEL', KEYS[1]) return {-2} end "
     "if tonumber(v) < q then return {-1, v} end "
     "local left = redis.call('DECRBY', KEYS[1], q) "
     "local t = redis.call('TIME') "
     "local ms = string.format('%.0f', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)) "
-    "redis.call('XADD', KEYS[4], '*', 's', ARGV[1], 'o', ARGV[2], 'q', ARGV[3], "
+    "local id = redis.call('XADD', KEYS[4], '*', 's', ARGV[1], 'o', ARGV[2], 'q', ARGV[3], "
     "  'r', left, 'i', ARGV[4], 'g', '" GUARD_NAME "', 't', ms) "
     "redis.call('SET', KEYS[3], ep .. '\\n' .. ARGV[1] .. '\\n' .. ARGV[3] .. '\\n' .. left "
     "  .. '\\n' .. ARGV[4], 'PX', ARGV[5]) "
     "redis.call('HINCRBY', KEYS[5], ARGV[1], 1) "
     "redis.call('HINCRBY', KEYS[6], ARGV[1], q) "
-    "return {left}");
+    "if tonumber(ARGV[6]) > 0 then "
+    "  redis.call('ZADD', KEYS[7], tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) "
+    "    + tonumber(ARGV[6]), id) "
+    "end "
+    "return {left, id}");
+
+/* KEYS[1] stock, [2] order, [3] stream, [4] pending entries, [5] pending
+ * units, [6] unacked entries, [7] cancelled entries; ARGV[1] entry id, [2]
+ * sku, [3] qty, [4] group. Takes a sale back (replicas_ack not met): 1
+ * undone; 0 it stands (its wait had run out: flushers may have written
+ * it). While unacked no flusher commits it (stream_flusher.c mark_script
+ * defers it, atomically with this): read by no flusher yet, it is
+ * deleted; read by one, listed as cancelled, and that flusher drops it. */
+static struct rconn_script undo_script = RCONN_SCRIPT(
+    "if redis.call('ZREM', KEYS[6], ARGV[1]) == 0 then return 0 end "
+    "if #redis.call('XRANGE', KEYS[3], ARGV[1], ARGV[1]) == 0 then return 0 end "
+    "local ok, p = pcall(redis.call, 'XPENDING', KEYS[3], ARGV[4], ARGV[1], ARGV[1], 1) "
+    "if ok and #p > 0 then "
+    "  redis.call('SADD', KEYS[7], ARGV[1]) "
+    "else "
+    "  redis.call('XDEL', KEYS[3], ARGV[1]) "
+    "end "
+    "if redis.call('EXISTS', KEYS[1]) == 1 then redis.call('INCRBY', KEYS[1], ARGV[3]) end "
+    "if redis.call('HINCRBY', KEYS[4], ARGV[2], -1) <= 0 then "
+    "  redis.call('HDEL', KEYS[4], ARGV[2]) end "
+    "if redis.call('HINCRBY', KEYS[5], ARGV[2], -tonumber(ARGV[3])) <= 0 then "
+    "  redis.call('HDEL', KEYS[5], ARGV[2]) end "
+    "redis.call('DEL', KEYS[2]) "
+    "return 1");
 
 /* KEYS[1] stock, [2] epoch, [3] marker, [4] pending entries; ARGV[1] sku,
  * [2] stock, [3] a random token. Refuses (returns the count) while sales of
  * the SKU wait for MySQL: a reseed wipes the SKU's ledger, and a sale
  * flushed after it would land in the new stock. */
 static struct rconn_script seed_script = RCONN_SCRIPT(
+    RREC_LUA_GEN
     "local p = tonumber(redis.call('HGET', KEYS[4], ARGV[1]) or '0') "
     "if p > 0 then return p end "
     "local t = redis.call('TIME') "
     "redis.call('SET', KEYS[1], ARGV[2]) "
     "redis.call('SET', KEYS[2], 's' .. t[1] .. string.format('%06d', tonumber(t[2])) "
-    "  .. '-' .. ARGV[3]) "
+    "  .. '-' .. ARGV[3] .. '@' .. lab_gen()) "
     "redis.call('DEL', KEYS[3]) "
     "return 0");
 
@@ -168,27 +206,91 @@ static int sale_reply(const redisReply *r, const struct deduct_req *req, struct 
     return 0;
 }
 
+/* The request's replicas_ack (0 when the body has none). */
+static int acks_of(const struct deduct_req *req)
+{
+    return (int)lock_opts_of(req)->replicas_ack;
+}
+
+/* The WAIT of replicas_ack: REDIS_REPLICAS_ACK_MAX_MS, or what the
+ * request's deadline leaves. */
+static long ack_wait_ms(const struct deduct_req *req)
+{
+    long left = (long)(deduct_time_left(req) * 1000.0);
+    return left < REDIS_REPLICAS_ACK_MAX_MS ? (left > 1 ? left : 1) : REDIS_REPLICAS_ACK_MAX_MS;
+}
+
+/* replicas_ack met: flushers may write the entry now (best effort: else
+ * they do once its wait has run out). */
+static void confirm_sale(const char *id)
+{
+    char err[128];
+    const char *argv[3] = {"ZREM", KEYS_SALES_UNACKED, id};
+    redisReply *r = rconn_cmd_argv(redis->pool, err, sizeof(err), 3, argv);
+    freeReplyObject(r);
+}
+
+/* replicas_ack not met for the sale `id`: take it back unless its wait
+ * had run out. Returns 1 undone (res says 503), 0 it stands. */
+static int undo_sale(const struct deduct_req *req, const char *id, long long acked,
+                     struct deduct_res *res)
+{
+    char stock[KEYS_MAX], order[KEYS_MAX], qty[24], err[128];
+    keys_sstock(stock, req->sku);
+    keys_sorder(order, req->order_id);
+    snprintf(qty, sizeof(qty), "%ld", req->qty);
+    const char *argv[11] = {stock, order, KEYS_SALES_STREAM, KEYS_SALES_PENDING,
+                            KEYS_SALES_PENDING_UNITS, KEYS_SALES_UNACKED, KEYS_SALES_CANCELLED,
+                            id, req->sku, qty, KEYS_SALES_GROUP};
+    redisReply *r = rconn_eval(redis->pool, err, sizeof(err), &undo_script, 7, 11,
+                               argv);
+    int undone = r && r->type == REDIS_REPLY_INTEGER && r->integer == 1;
+    freeReplyObject(r);
+    if (!undone)
+        return 0;   /* past its wait: sold (or Redis failed: flushed once it expires) */
+    res->outcome = DEDUCT_UNAVAILABLE;
+    snprintf(res->detail, sizeof(res->detail),
+             "replicas_ack: the sale reached %lld of %d replica(s) within %ld ms; undone, "
+             "nothing sold", acked > 0 ? acked : 0, acks_of(req), ack_wait_ms(req));
+    return 1;
+}
+
 /* One run of the sale script. Returns 1 when Redis lost the stock, else 0
  * with res filled. */
 static int sell(const struct deduct_env *env, const struct deduct_req *req,
                 struct deduct_res *res)
 {
-    char stock[KEYS_MAX], epoch[KEYS_MAX], order[KEYS_MAX], qty[24], ttl[24];
+    char stock[KEYS_MAX], epoch[KEYS_MAX], order[KEYS_MAX], qty[24], ttl[24], hold[24];
     keys_sstock(stock, req->sku);
     keys_sstock_epoch(epoch, req->sku);
     keys_sorder(order, req->order_id);
     snprintf(qty, sizeof(qty), "%ld", req->qty);
     snprintf(ttl, sizeof(ttl), "%ld", conf.order_ttl_ms);
-    const char *argv[11] = {stock, epoch, order, KEYS_SALES_STREAM, KEYS_SALES_PENDING,
-                            KEYS_SALES_PENDING_UNITS, req->sku, req->order_id, qty,
-                            env->instance, ttl};
-    redisReply *r = rconn_eval(redis->pool, res->detail, sizeof(res->detail),
-                               &sale_script, 6, 11, argv);
+    /* The entry waits for our verdict at most the WAIT plus a margin for
+     * the round trips around it; past that, flushers write it. */
+    snprintf(hold, sizeof(hold), "%ld",
+             acks_of(req) > 0 ? ack_wait_ms(req) + REPLICAS_ACK_MARGIN_MS : 0L);
+    const char *argv[13] = {stock, epoch, order, KEYS_SALES_STREAM, KEYS_SALES_PENDING,
+                            KEYS_SALES_PENDING_UNITS, KEYS_SALES_UNACKED, req->sku,
+                            req->order_id, qty, env->instance, ttl, hold};
+    long long acked = 0;
+    redisReply *r = redis_shared_eval_acked(redis, &sale_script, 7, 13, argv, acks_of(req),
+                                            ack_wait_ms(req), &acked, res->detail,
+                                            sizeof(res->detail));
     if (!r) {
         res->outcome = DEDUCT_UNAVAILABLE;
         return 0;
     }
     int lost = sale_reply(r, req, res);
+    /* replicas_ack: a failover to a replica without this sale would lose
+     * it (and sell its unit again); fewer replicas than asked undo it. */
+    if (res->outcome == DEDUCT_SOLD && acks_of(req) > 0 &&
+        r->elements >= 2 && r->element[1]->type == REDIS_REPLY_STRING) {
+        if (acked < acks_of(req))
+            undo_sale(req, r->element[1]->str, acked, res);
+        else
+            confirm_sale(r->element[1]->str);
+    }
     freeReplyObject(r);
     return lost;
 }
@@ -306,6 +408,88 @@ static int stream_queued(const struct guard *self, const char *order_id)
     return q;
 }
 
+/* KEYS[1] stock, [2] pending entries, [3] pending units, [4] flushing
+ * marks, [5] flush counter; ARGV[1] sku. {has stock, stock, entries,
+ * units, flush counter, flushers marked now}: one consistent read. */
+static struct rconn_script side_script = RCONN_SCRIPT(
+    "local v = redis.call('GET', KEYS[1]) "
+    "local t = redis.call('TIME') "
+    "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) "
+    "local marks = redis.call('HGETALL', KEYS[4]) "
+    "local busy = 0 "
+    "for i = 1, #marks, 2 do "
+    "  if tonumber(marks[i + 1]) > now then busy = busy + 1 end "
+    "end "
+    "return {v and 1 or 0, tonumber(v or '0'), "
+    "  tonumber(redis.call('HGET', KEYS[2], ARGV[1]) or '0'), "
+    "  tonumber(redis.call('HGET', KEYS[3], ARGV[1]) or '0'), "
+    "  tonumber(redis.call('GET', KEYS[5]) or '0'), busy}");
+
+static int stream_side(const struct guard *self, const char *sku, struct guard_side *out)
+{
+    char stock[KEYS_MAX], err[128];
+    keys_sstock(stock, sku);
+    const char *argv[6] = {stock, KEYS_SALES_PENDING, KEYS_SALES_PENDING_UNITS,
+                           KEYS_SALES_FLUSHING, KEYS_SALES_FLUSH_SEQ, sku};
+    redisReply *r = rconn_eval(redis->pool, err, sizeof(err), &side_script, 5, 6, argv);
+    if (!r)
+        return -1;
+    int ok = r->type == REDIS_REPLY_ARRAY && r->elements == 6;
+    for (size_t i = 0; ok && i < 6; i++)
+        ok = r->element[i]->type == REDIS_REPLY_INTEGER;
+    if (ok) {
+        out->has_stock = r->element[0]->integer == 1;
+        out->stock = r->element[1]->integer;
+        out->pending = r->element[2]->integer;
+        out->pending_units = r->element[3]->integer;
+        out->flush_seq = r->element[4]->integer;
+        out->flushing = r->element[5]->integer > 0;
+    }
+    freeReplyObject(r);
+    return ok ? 0 : -1;
+}
+
+/* KEYS[1] flushing marks, [2] the hold; ARGV[1] token, [2] ms. Sets the
+ * hold (1) unless a flusher is marked right now (0): once set, no flusher
+ * marks, so none commits, until it goes. */
+static struct rconn_script hold_script = RCONN_SCRIPT(
+    "local t = redis.call('TIME') "
+    "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) "
+    "local marks = redis.call('HGETALL', KEYS[1]) "
+    "for i = 1, #marks, 2 do "
+    "  if tonumber(marks[i + 1]) > now then return 0 end "
+    "end "
+    "redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[2]) "
+    "return 1");
+
+/* KEYS[1] the hold; ARGV[1] token: deleted only when still ours. */
+static struct rconn_script unhold_script = RCONN_SCRIPT(
+    "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end "
+    "return 0");
+
+static _Thread_local char hold_token[32];
+
+static int stream_freeze(const struct guard *self, int on)
+{
+    char err[128], ms[24];
+    redisReply *r;
+    if (on) {
+        snprintf(hold_token, sizeof(hold_token), "%08lx%08lx", (unsigned long)random(),
+                 (unsigned long)random());
+        snprintf(ms, sizeof(ms), "%d", SFLUSH_AUDIT_HOLD_MS);
+        const char *argv[4] = {KEYS_SALES_FLUSHING, KEYS_SALES_AUDIT_HOLD, hold_token, ms};
+        r = rconn_eval(redis->pool, err, sizeof(err), &hold_script, 2, 4, argv);
+    } else {
+        const char *argv[2] = {KEYS_SALES_AUDIT_HOLD, hold_token};
+        r = rconn_eval(redis->pool, err, sizeof(err), &unhold_script, 1, 2, argv);
+    }
+    if (!r)
+        return -1;
+    int rc = r->type == REDIS_REPLY_INTEGER ? (int)r->integer : -1;
+    freeReplyObject(r);
+    return on ? rc : 1;
+}
+
 static void add_fact(struct guard_facts *out, const char *name, long long v)
 {
     if (out->n >= GUARD_FACTS_MAX)
@@ -390,6 +574,9 @@ static void stream_fini(const struct guard *self)
     redis = NULL;
 }
 
+/* replicas_ack (lock_fields.h's row; no lock is taken). */
+static const struct guard_field stream_fields[] = {LOCK_FIELD_REPLICAS_ACK};
+
 const struct guard guard_redis_stream = {
     .name = GUARD_NAME,
     .how = "one Lua script checks, decrements and appends the sale to a Redis stream; "
@@ -410,4 +597,10 @@ const struct guard guard_redis_stream = {
     .no_mysql_deduct = 1,
     .pending = stream_pending,
     .queued = stream_queued,
+    .side = stream_side,
+    .freeze = stream_freeze,
+    .fields = stream_fields,
+    .nfields = sizeof(stream_fields) / sizeof(stream_fields[0]),
+    .opts_size = sizeof(struct lock_req_opts),
+    .opts_default = &lock_req_opts_default,
 };

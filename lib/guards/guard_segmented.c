@@ -344,6 +344,38 @@ static int segmented_describe(const struct guard *self, const char *sku,
     return 0;
 }
 
+/* KEYS[1] the segment count; ARGV[1] the segment keys' prefix
+ * ("seg:{sku}:"). {1, sum of the segments} or {0} when the state is gone:
+ * one read, so the sum is of one moment. */
+static struct rconn_script side_script = RCONN_SCRIPT(
+    "local k = tonumber(redis.call('GET', KEYS[1]) or '-1') "
+    "if k < 0 then return {0} end "
+    "local sum = 0 "
+    "for i = 0, k - 1 do "
+    "  sum = sum + tonumber(redis.call('GET', ARGV[1] .. i) or '0') "
+    "end "
+    "return {1, sum}");
+
+/* The audit's read (guard.h `side`): the segments' sum is the Redis stock. */
+static int segmented_side(const struct guard *self, const char *sku, struct guard_side *out)
+{
+    char count[KEYS_MAX], prefix[KEYS_MAX], err[128];
+    keys_seg_count(count, sku);
+    keys_seg(prefix, sku, 0);
+    prefix[strlen(prefix) - 1] = '\0';   /* "seg:{sku}:0" -> "seg:{sku}:" */
+    const char *argv[2] = {count, prefix};
+    redisReply *r = rconn_eval(redis->pool, err, sizeof(err), &side_script, 1, 2, argv);
+    if (!r)
+        return -1;
+    int ok = r->type == REDIS_REPLY_ARRAY && r->elements >= 1 &&
+             r->element[0]->type == REDIS_REPLY_INTEGER;
+    out->has_stock = ok && r->element[0]->integer == 1 && r->elements == 2 &&
+                     r->element[1]->type == REDIS_REPLY_INTEGER;
+    out->stock = out->has_stock ? r->element[1]->integer : 0;
+    freeReplyObject(r);
+    return ok ? 0 : -1;
+}
+
 /* The segment locks are Redis locks: their lease and the seeds' mistakes
  * (no fencing: a segment write is not a stock_rmw). */
 static const struct guard_field segmented_fields[] = {LOCK_FIELD_TTL, LOCK_FIELD_WATCHDOG,
@@ -362,6 +394,7 @@ const struct guard guard_segmented = {
     .seed = segmented_seed,
     .release = segmented_release,
     .describe = segmented_describe,
+    .side = segmented_side,
     .uses_redis = 1,
     .init = segmented_init,
     .fini = segmented_fini,

@@ -38,11 +38,15 @@
  * renews every held lock with watchdog on (like Redisson's timer, rather than
  * a thread per lock). A struct rlock handle belongs to one thread at a time.
  *
- * Waiting: a failed attempt subscribes to "rlock:chan:{key}" on a pooled
- * connection of its own; releases PUBLISH there from inside the release
- * script. Between notifications the waiter retries after a jittered slice of
- * min(remaining wait, holder's PTTL, 100 ms), at least 1 ms: never a hot spin,
- * never longer than wait_ms (plus one command timeout).
+ * Waiting: releases PUBLISH on "rlock:chan:{key}" from inside the release
+ * script. The default lock's waiters share one subscription per channel per
+ * client, held by one listener thread with its own connection, and each
+ * message wakes ONE waiter (Redisson's semaphore per LockPubSub entry): no
+ * herd. A waiter retries when woken or after a jittered slice of
+ * min(remaining wait, holder's PTTL, 500 ms) (100 ms while the subscription
+ * is not confirmed), at least 1 ms. A fair waiter subscribes to its own
+ * channel on a pooled connection (slices of at most 100 ms). Never a hot
+ * spin, never longer than wait_ms (plus one command timeout).
  *
  * Errors: Redis unreachable, a refused connection or an I/O timeout give
  * RLOCK_EUNAVAIL (callers answer 503); the broken context is freed and the

@@ -113,6 +113,7 @@ struct rlock_client *rlock_client_new(const struct rlock_config *cfg)
     else
         util_default_instance(c->instance, sizeof c->instance);
     c->stats = cfg && cfg->stats ? cfg->stats : &c->own_stats;
+    pthread_mutex_init(&c->sub_mu, NULL);
     c->pool = cfg && cfg->endpoint
                   ? rconn_pool_new(cfg->endpoint, c->connect_timeout_ms, c->cmd_timeout_ms)
                   : rconn_pool_new_addr(c->host, c->port, c->connect_timeout_ms,
@@ -141,6 +142,8 @@ void rlock_client_free(struct rlock_client *c)
 {
     if (!c)
         return;
+    rlock_sub_free(c->sub);
+    pthread_mutex_destroy(&c->sub_mu);
     renewer_free(c->wd);
     rconn_pool_free(c->pool);
     free(c);

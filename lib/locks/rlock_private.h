@@ -29,6 +29,12 @@ struct rlock_client {
     /* Watchdog: one renewal thread per client (renewer.h) renewing
      * every held lock with watchdog on, over a connection of its own. */
     struct renewer *wd;
+
+    /* Shared subscriptions of the default lock's waiters (rlock_sub.c),
+     * started on the first wait. */
+    pthread_mutex_t sub_mu;
+    struct rlock_sub *sub;
+    int sub_failed;             /* could not start: waiters subscribe alone */
 };
 
 struct rlock {
@@ -110,6 +116,28 @@ int rlock_fair_release(struct rlock *l, redisContext *ctx, long long *n);
 /* Leave the queue after giving up (timeout, error), waking the next
  * waiter if the lock is free. Best effort. */
 void rlock_fair_leave(struct rlock *l, redisContext *ctx);
+
+/* ---- shared subscriptions (rlock_sub.c) -------------------------------- */
+
+struct rlock_sub;
+struct rlock_sub_entry;
+
+/* Start the listener thread of client c (its own Redis connection, made
+ * and remade by the thread). NULL when out of memory or threads. */
+struct rlock_sub *rlock_sub_new(struct rlock_client *c);
+/* Stop the thread, free everything; accepts NULL. No waiter may be left. */
+void rlock_sub_free(struct rlock_sub *s);
+/* Become a waiter on chan (subscribing it if this is the first). NULL
+ * when the channel table is full: subscribe on your own then. */
+struct rlock_sub_entry *rlock_sub_join(struct rlock_sub *s, const char *chan);
+/* Wait up to ms for Redis to confirm the subscription: 1 confirmed. */
+int rlock_sub_ready(struct rlock_sub *s, struct rlock_sub_entry *e, long ms);
+/* Wait up to ms for a release message (a permit): 1 woken (the permit is
+ * taken), 0 the time passed. since_us (util_now_us) is when this waiter
+ * began waiting: the oldest blocked waiter gets the next message. */
+int rlock_sub_wait(struct rlock_sub *s, struct rlock_sub_entry *e, long ms, int64_t since_us);
+/* Stop waiting on e (unsubscribed once its last waiter left); NULL ok. */
+void rlock_sub_leave(struct rlock_sub *s, struct rlock_sub_entry *e);
 
 /* ---- waiting (rlock_wait.c) ------------------------------------------- */
 

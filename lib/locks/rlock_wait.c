@@ -1,4 +1,5 @@
-/* Bounded waiting for a busy lock: pub/sub wake-ups on release, jittered retry slices. */
+/* Bounded waiting for a busy lock: pub/sub wake-ups on release (shared per
+ * process for the default lock, rlock_sub.c), jittered retry slices. */
 #include "rlock_private.h"
 
 #include <errno.h>
@@ -108,8 +109,68 @@ static long wait_slice(long pttl, long remaining)
     return slice < remaining ? slice : remaining;
 }
 
+/* The client's shared subscriptions, started on first use; NULL when
+ * they could not start. */
+static struct rlock_sub *shared_subs(struct rlock_client *c)
+{
+    pthread_mutex_lock(&c->sub_mu);
+    if (!c->sub && !c->sub_failed) {
+        c->sub = rlock_sub_new(c);
+        c->sub_failed = !c->sub;
+    }
+    struct rlock_sub *s = c->sub;
+    pthread_mutex_unlock(&c->sub_mu);
+    return s;
+}
+
+/* The default lock: one subscription per channel per process, a release
+ * wakes one waiter of it (rlock_sub.c). Notifications are reliable while
+ * the listener's connection holds (a drop wakes every waiter), so a waiter
+ * sleeps up to the holder's PTTL (a lock that expires publishes nothing),
+ * capped at WAIT_SLICE_SHARED_MAX. */
+#define WAIT_SLICE_SHARED_MAX 500   /* ms */
+
+static int wait_shared(struct rlock *l, redisContext *ctx, int64_t deadline_us, long pttl,
+                       struct rlock_sub *s, struct rlock_sub_entry *e)
+{
+    int rc;
+    int64_t since = util_now_us();
+    long remaining = (long)((deadline_us - since) / 1000);
+    /* Subscribed first, then retried: no release can slip between. When
+     * the confirmation is slow, short slices cover the gap. */
+    int ready = remaining > 0 && rlock_sub_ready(s, e, remaining < WAIT_SLICE_MAX ? remaining : WAIT_SLICE_MAX);
+    for (;;) {
+        rc = rlock_try_once(l, ctx, &pttl);
+        if (rc != 0)
+            break;
+        remaining = (long)((deadline_us - util_now_us()) / 1000);
+        if (remaining <= 0)
+            break;
+        long base = pttl > 0 ? pttl : WAIT_SLICE_DEF;
+        long cap = ready ? WAIT_SLICE_SHARED_MAX : WAIT_SLICE_MAX;
+        if (base > cap)
+            base = cap;
+        long slice = base * 3 / 4 + (long)(util_rand() % (uint64_t)(base / 2 + 1));
+        if (slice < 1)
+            slice = 1;
+        if (rlock_sub_wait(s, e, slice < remaining ? slice : remaining, since))
+            atomic_fetch_add(&l->client->stats->notifications, 1);
+        if (!ready)
+            ready = rlock_sub_ready(s, e, 0);
+    }
+    rlock_sub_leave(s, e);
+    return rc;
+}
+
 int rlock_wait_acquire(struct rlock *l, redisContext *ctx, int64_t deadline_us, long pttl)
 {
+    if (!l->opts.fair) {
+        struct rlock_sub *s = shared_subs(l->client);
+        struct rlock_sub_entry *e = s ? rlock_sub_join(s, l->chan) : NULL;
+        if (e)
+            return wait_shared(l, ctx, deadline_us, pttl, s, e);
+    }
+    /* Fair (a channel per waiter) or no shared subscription: our own. */
     redisContext *sub = sub_open(l);
     int rc;
 

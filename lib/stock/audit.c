@@ -5,5 +5,6 @@ void audit_compute(struct audit *a)
 {
     a->oversold = a->sold > a->initial ? a->sold - a->initial : 0;
     a->lost_updates = a->sold - (a->initial - a->stock);
-    a->consistent = a->oversold == 0 && a->lost_updates == 0 && a->stock >= 0;
+    a->consistent = a->oversold == 0 && a->lost_updates == 0 && a->stock >= 0 &&
+                    (!a->drift_known || a->drift == 0);
 }

@@ -33,6 +33,20 @@ static inline void keys_stock_reconcile(char out[KEYS_MAX], const char *sku)
     snprintf(out, KEYS_MAX, "stock:{%s}:reconcile", sku);
 }
 
+/* redis-decr: sales decided in Redis and not yet known to be in MySQL (the
+ * intents): a sorted set nonce -> write deadline (Redis ms) and a hash
+ * nonce -> "order_id\nepoch\nqty". One left past its deadline belongs to
+ * an instance that died mid-sale; the next sale settles it. */
+static inline void keys_stock_intents(char out[KEYS_MAX], const char *sku)
+{
+    snprintf(out, KEYS_MAX, "stock:{%s}:intents", sku);
+}
+
+static inline void keys_stock_intent(char out[KEYS_MAX], const char *sku)
+{
+    snprintf(out, KEYS_MAX, "stock:{%s}:intent", sku);
+}
+
 static inline void keys_seg_epoch(char out[KEYS_MAX], const char *sku)
 {
     snprintf(out, KEYS_MAX, "seg:{%s}:epoch", sku);
@@ -109,5 +123,16 @@ static inline void keys_sorder(char out[KEYS_MAX], const char *order_id)
 #define KEYS_SALES_GROUP "flushers"
 #define KEYS_SALES_PENDING "lab:sales:pending"
 #define KEYS_SALES_PENDING_UNITS "lab:sales:pending_units"
+/* redis-stream flushers about to commit (instance -> until, Redis ms), the
+ * count of acknowledged batches, and an audit's hold on new commits: the
+ * audit reads Redis and MySQL while no flush can commit (guard.h, freeze). */
+#define KEYS_SALES_FLUSHING "lab:sales:flushing"
+#define KEYS_SALES_FLUSH_SEQ "lab:sales:flush_seq"
+#define KEYS_SALES_AUDIT_HOLD "lab:sales:audit_hold"
+/* redis-stream replicas_ack: entries whose sale still waits for replicas
+ * (id -> until, Redis ms: flushers defer them), and entries taken back
+ * after a flusher had read them (that flusher drops them). */
+#define KEYS_SALES_UNACKED "lab:sales:unacked"
+#define KEYS_SALES_CANCELLED "lab:sales:cancelled"
 
 #endif

@@ -334,7 +334,7 @@ static void handle_audit(const struct inv_conf *c, const char *sku, struct http_
         return;
     struct db_conn *db = env.db;
     struct audit a;
-    int rc = store_audit(db, sku, &a.initial, &a.stock, &a.sold);
+    int rc = guard_audit(db, sku, &a);
     if (rc < 0) {
         store_failure(resp, db, rc);
         return;
@@ -343,19 +343,25 @@ static void handle_audit(const struct inv_conf *c, const char *sku, struct http_
         http_error(resp, 404, "unknown_sku", "no SKU '%s'", sku);
         return;
     }
-    audit_compute(&a);
     json_t *j = json_pack("{s:s,s:I,s:I,s:I,s:I,s:I,s:b}", "sku", sku,
                           "initial", (json_int_t)a.initial, "stock", (json_int_t)a.stock,
                           "sold", (json_int_t)a.sold, "oversold", (json_int_t)a.oversold,
                           "lost_updates", (json_int_t)a.lost_updates, "consistent",
                           a.consistent);
     /* Write-behind sales answered but not in MySQL yet: the audit above is
-     * exact once they are 0 (null: their backend could not be read). */
-    long long pe, pu;
-    int prc = guard_pending(sku, &pe, &pu);
+     * exact once they are 0 (null: their backend could not be read). The
+     * drift: Redis apart from MySQL, per Redis-stock guard that sold. */
     if (j) {
-        json_object_set_new(j, "pending", prc == 0 ? json_integer(pe) : json_null());
-        json_object_set_new(j, "pending_units", prc == 0 ? json_integer(pu) : json_null());
+        json_object_set_new(j, "pending", a.pending_known ? json_integer(a.pending)
+                                                          : json_null());
+        json_object_set_new(j, "pending_units", a.pending_known
+                                                    ? json_integer(a.pending_units)
+                                                    : json_null());
+        json_object_set_new(j, "drift", a.drift_known ? json_integer(a.drift) : json_null());
+        json_t *by = json_object();
+        for (int i = 0; by && i < a.nsides; i++)
+            json_object_set_new(by, a.side[i].guard, json_integer(a.side[i].drift));
+        json_object_set_new(j, "drift_by_guard", by ? by : json_null());
     }
     http_json(resp, 200, j);
 }
@@ -425,9 +431,23 @@ static void handle_live(struct http_resp *resp)
     answer_copy(resp, live_body, live_len);
 }
 
+int inv_warm(void *app)
+{
+    const struct inv_conf *c = app;
+    struct db_conn *db = db_thread_conn(&c->db);
+    if (!db || !db->my || db_ping(db) != DB_OK)
+        return -1;
+    /* Redis: a pooled connection opened (or checked) by this worker, so
+     * the pool holds about one per worker when the first sales come. */
+    const char *up[8], *down = NULL;
+    size_t nup;
+    char err[160];
+    return guard_health(up, 8, &nup, &down, err, sizeof(err)) == 0 ? 0 : -1;
+}
+
 static void handle_health(const struct inv_conf *c, struct http_resp *resp)
 {
-    if (service_mysql_health(&c->db, resp) != 0)
+    if (service_mysql_health(&c->db, resp) != 0 || service_warm_health(resp) != 0)
         return;
     const char *up[8], *down = NULL;
     size_t nup;

@@ -8,6 +8,10 @@
 /* The http_handler_fn; app is a const struct inv_conf *. */
 void inv_handle(void *app, const struct http_req *req, struct http_resp *resp);
 
+/* The workers' warm-up (http_set_warm): this thread's MySQL connection
+ * open and answering, Redis reachable through the shared pool. 0 when so. */
+int inv_warm(void *app);
+
 /* Prepare the constant answers (GET /livez) once, before serving. */
 void inv_routes_init(const struct inv_conf *c);
 

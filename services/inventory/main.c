@@ -38,6 +38,7 @@ int main(int argc, char **argv)
     metrics_describe("lab_lock_wait_seconds", "histogram", "time spent acquiring a guard");
 
     inv_routes_init(&conf);
+    http_set_warm(inv_warm);   /* /healthz: ready once every worker is connected */
     char banner[512];
     snprintf(banner, sizeof(banner), "%s listening on %s:%ld, guard %s, mysql %s:%ld/%s",
              conf.instance, conf.bind, conf.port, conf.guard, conf.db.host, conf.db.port,

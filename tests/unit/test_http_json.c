@@ -87,8 +87,8 @@ static void test_error_detail_with_broken_utf8(void **state)
      * byte it refused, in the middle of a character) is still a 4xx with a
      * JSON body: the broken bytes become '?', the rest is kept. Found by
      * fuzz_edge: "invalid escape near '"s\xde\x9c4\\\xde'". */
-    const char *cases[] = {"near '\\\xde'", "a\xde\x9c" "b\xc3", "\xff\xfe ok", "\xe2\x82x"};
-    const char *want[] = {"near '\\?'", "a\xde\x9c" "b?", "?? ok", "??x"};
+    const char *cases[] = {"near '\\\xde'", ("a\xde\x9c" "b\xc3"), "\xff\xfe ok", "\xe2\x82x"};
+    const char *want[] = {"near '\\?'", ("a\xde\x9c" "b?"), "?? ok", "??x"};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         struct http_resp r = {0};
         http_error(&r, 400, "bad_request", "%s", cases[i]);

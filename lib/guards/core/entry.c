@@ -92,10 +92,43 @@ static int seed_side_state(const struct deduct_env *env, const char *sku, long l
  * back; side state already written is put back to what MySQL still says
  * (best effort: if that fails too, the floor under every Redis-decided
  * write keeps the difference a 503, never an oversell). */
+/* The reseed's COMMIT reply was lost: it may or may not have applied, and
+ * the side state already holds the new seed. Learn it from MySQL on a new
+ * connection: the row as the seed wrote it (stock = initial = the new
+ * stock, its segments, the version one past the one read before; a new
+ * row: version 0) -> applied: 0, the reseed stands. Otherwise (not
+ * applied, or changed since) the side state follows what MySQL holds now,
+ * as after a failed seed: -1 with res as the caller filled it (503). */
+static int seed_commit_lost(const struct deduct_env *env, const char *sku, long long stock,
+                            int segments, int existed, long long old_version,
+                            struct deduct_res *res)
+{
+    long long cur_stock = 0, cur_version = 0, cur_initial = 0;
+    int cur_segments = 0;
+    if (db_ensure(env->db) != DB_OK)
+        return -1;
+    int n = store_info(env->db, sku, &cur_stock, &cur_version, &cur_initial, &cur_segments);
+    if (n < 0)
+        return -1;
+    if (n == 1 && cur_stock == stock && cur_initial == stock && cur_segments == segments &&
+        cur_version == (existed == 1 ? old_version + 1 : 0)) {
+        memset(res, 0, sizeof(*res));
+        return 0;
+    }
+    struct deduct_res ignored = {0};
+    if (n == 1)
+        seed_side_state(env, sku, cur_stock, cur_segments > 0 ? cur_segments : segments,
+                        &ignored);
+    snprintf(res->detail, sizeof(res->detail),
+             "the reseed's COMMIT reply was lost and MySQL does not show it (not applied, or "
+             "changed since): the Redis state follows MySQL; retry");
+    return -1;
+}
+
 static int seed_reserved(const struct deduct_env *env, const char *sku, long long stock,
                          int segments, struct deduct_res *res)
 {
-    long long old_stock = 0, old_version, old_initial;
+    long long old_stock = 0, old_version = 0, old_initial;
     int old_segments = 0;
     int existed = store_info(env->db, sku, &old_stock, &old_version, &old_initial,
                              &old_segments);
@@ -117,7 +150,9 @@ static int seed_reserved(const struct deduct_env *env, const char *sku, long lon
     }
     if ((rc = db_commit(env->db)) < 0) {
         stock_db_failure(env->db, rc, res);
-        return -1;
+        return rc == DB_EUNAVAIL ? seed_commit_lost(env, sku, stock, segments, existed,
+                                                    old_version, res)
+                                 : -1;
     }
     return 0;
 }

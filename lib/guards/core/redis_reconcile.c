@@ -41,22 +41,26 @@ static struct rconn_script gate_script = RCONN_SCRIPT(
  * there; -1 the marker changed (a newer reconciliation: our MySQL read may
  * be older than sales it must wait for). */
 static struct rconn_script load_script = RCONN_SCRIPT(
+    RREC_LUA_GEN
     "if redis.call('EXISTS', KEYS[3]) == 1 then return 0 end "
     "if redis.call('GET', KEYS[1]) ~= ARGV[1] then return -1 end "
     LUA_NOW
     "for i = 3, #KEYS do redis.call('SET', KEYS[i], ARGV[i]) end "
-    "redis.call('SET', KEYS[2], 'r' .. string.format('%.0f', now) .. '-' .. ARGV[2]) "
+    "redis.call('SET', KEYS[2], 'r' .. string.format('%.0f', now) .. '-' .. ARGV[2] "
+    "  .. '@' .. lab_gen()) "
     "redis.call('DEL', KEYS[1]) "
     "return 1");
 
 /* KEYS[1] marker, KEYS[2] epoch, KEYS[3..2+n] state, the rest deleted
  * first; ARGV[1] random, ARGV[2] n, ARGV[3..] values. */
 static struct rconn_script seed_script = RCONN_SCRIPT(
+    RREC_LUA_GEN
     "local n = tonumber(ARGV[2]) "
     "for i = 3 + n, #KEYS do redis.call('DEL', KEYS[i]) end "
     "for i = 1, n do redis.call('SET', KEYS[2 + i], ARGV[2 + i]) end "
     LUA_NOW
-    "redis.call('SET', KEYS[2], 's' .. string.format('%.0f', now) .. '-' .. ARGV[1]) "
+    "redis.call('SET', KEYS[2], 's' .. string.format('%.0f', now) .. '-' .. ARGV[1] "
+    "  .. '@' .. lab_gen()) "
     "redis.call('DEL', KEYS[1]) "
     "return 1");
 

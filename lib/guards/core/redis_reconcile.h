@@ -29,6 +29,33 @@
 
 #include <hiredis/hiredis.h>
 
+/* Lua: lab_gen(), the data set's generation, and in_gen(epoch). A Redis
+ * promoted from a replica holds what had reached it, possibly behind the
+ * old master (sales answered and flushed to MySQL missing, their units
+ * there to be sold again). The promotion shows: the server's replication
+ * id is new and its replid2 is the id of the master whose data it held;
+ * the last id a script saw is in lab:replid (replicated with the data).
+ * Then lab:gen becomes the new id, and every state whose epoch ends in
+ * another generation ("@<gen>", written by every seed and reload) counts
+ * as lost: reconciled from MySQL, never sold from. A restart (new id, no
+ * replid2) keeps the generation. Call lab_gen() in a script that may
+ * write (the master). */
+#define RREC_LUA_GEN                                                              \
+    "local function lab_gen() "                                                   \
+    "  local info = redis.call('INFO', 'replication') "                           \
+    "  local cur = string.sub(string.match(info, 'master_replid:(%w+)') or '', 1, 12) " \
+    "  local seen = redis.call('GET', 'lab:replid') "                             \
+    "  if seen ~= cur then "                                                      \
+    "    local r2 = string.sub(string.match(info, 'master_replid2:(%w+)') or '', 1, 12) " \
+    "    if seen and r2 == seen then redis.call('SET', 'lab:gen', cur) end "      \
+    "    redis.call('SET', 'lab:replid', cur) "                                   \
+    "  end "                                                                      \
+    "  return redis.call('GET', 'lab:gen') or '' "                                \
+    "end "                                                                        \
+    "local function in_gen(ep) "                                                  \
+    "  return (string.match(ep, '@(%w*)$') or '') == lab_gen() "                  \
+    "end "
+
 /* A SKU's bookkeeping keys for one guard. */
 struct redis_shared;
 
@@ -40,7 +67,7 @@ struct rrec {
     char marker[KEYS_MAX];
 };
 
-#define RREC_EPOCH_MAX 64      /* "r<ms>-<16 hex>" fits */
+#define RREC_EPOCH_MAX 64      /* "r<ms>-<16 hex>@<12 hex>" fits */
 
 /* The state keys a seed or a load writes: keys[0] must be the state key.
  * del[] (seed only) are deleted first. */

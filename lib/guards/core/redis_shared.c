@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define CONNECT_TIMEOUT_MS 500
 #define CMD_TIMEOUT_MS 2000
@@ -79,6 +80,55 @@ void redis_shared_free(struct redis_shared *rs)
     rconn_pool_free(rs->pool);
     rconn_endpoint_free(rs->endpoint);   /* after everything made on it */
     free(rs);
+}
+
+redisReply *redis_shared_eval_acked(struct redis_shared *rs, struct rconn_script *s, int nkeys,
+                                    int argc, const char **argv, int acks, long wait_ms,
+                                    long long *acked, char *err, size_t errlen)
+{
+    *acked = 0;
+    if (acks <= 0)
+        return rconn_eval(rs->pool, err, errlen, s, nkeys, argc, argv);
+    for (int attempt = 0; attempt < 2; attempt++) {
+        redisContext *ctx = rconn_get(rs->pool, err, errlen);
+        if (!ctx)
+            return NULL;
+        redisReply *r = rconn_script_run(ctx, s, nkeys, argc, argv);
+        if (!r) {
+            snprintf(err, errlen, "redis: %.100s", ctx->errstr[0] ? ctx->errstr : "no reply");
+            /* EOF on a kept connection: the script never ran; once more */
+            int retry = ctx->err == REDIS_ERR_EOF;
+            rconn_put(rs->pool, ctx);   /* errored: dropped with the idle ones */
+            if (retry)
+                continue;
+            return NULL;
+        }
+        if (r->type == REDIS_REPLY_ERROR) {
+            snprintf(err, errlen, "redis error: %.100s", r->str);
+            if (strncmp(r->str, "READONLY", 8) == 0)
+                ctx->err = REDIS_ERR_OTHER;
+            freeReplyObject(r);
+            rconn_put(rs->pool, ctx);
+            return NULL;
+        }
+        /* WAIT counts the replicas that have this connection's writes. */
+        char n[16], ms[24];
+        snprintf(n, sizeof(n), "%d", acks);
+        snprintf(ms, sizeof(ms), "%ld", wait_ms > 0 ? wait_ms : 1);
+        const char *av[3] = {"WAIT", n, ms};
+        redisReply *w = redisCommandArgv(ctx, 3, av, NULL);
+        if (w && w->type == REDIS_REPLY_INTEGER) {
+            *acked = w->integer;
+        } else {
+            *acked = -1;
+            snprintf(err, errlen, "WAIT failed: %.100s",
+                     w && w->type == REDIS_REPLY_ERROR ? w->str : ctx->errstr);
+        }
+        freeReplyObject(w);
+        rconn_put(rs->pool, ctx);
+        return r;
+    }
+    return NULL;
 }
 
 int redis_shared_health(struct redis_shared *rs, const char **backend, char *err,

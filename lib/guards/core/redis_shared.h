@@ -53,6 +53,20 @@ int redis_shared_health(struct redis_shared *rs, const char **backend, char *err
 /* Mirror the lock client's counters into lib/base/metrics. */
 void redis_shared_export_metrics(struct redis_shared *rs);
 
+/* replicas_ack for the Redis-stock guards: the WAIT is at most this (or
+ * what the request's deadline leaves). */
+#define REDIS_REPLICAS_ACK_MAX_MS 100
+
+/* Run script s on one connection of rs's pool and, when acks > 0, WAIT
+ * acks wait_ms on that same connection (WAIT counts the replicas that have
+ * this connection's writes). Returns the script's reply (caller frees;
+ * NULL with err when Redis failed or answered an error: nothing known to
+ * be written, except a timeout). *acked: replicas that acknowledged, -1
+ * when WAIT itself failed (err says why; the script did run). */
+redisReply *redis_shared_eval_acked(struct redis_shared *rs, struct rconn_script *s, int nkeys,
+                                    int argc, const char **argv, int acks, long wait_ms,
+                                    long long *acked, char *err, size_t errlen);
+
 /* The request's lock options (lock_fields.h: ttl, watchdog, acquire,
  * release) as rlock options: the safe reentrant lock unless a seeds'
  * mistake is asked for. */

@@ -20,6 +20,8 @@
 #define CONNECT_TIMEOUT_MS 500
 #define CMD_TIMEOUT_MS 5000
 #define SKUS_MAX 64            /* distinct SKUs per batch; more wait a batch */
+#define SFLUSH_REWRITE 1       /* write_batch: sales were taken back, write again */
+#define SFLUSH_DEFER_NAP_MS 5  /* before reading deferred sales again */
 
 struct sale {
     char id[48];               /* stream entry id */
@@ -29,6 +31,9 @@ struct sale {
     long long qty, remaining, t_ms;
     int valid;                 /* 0: deleted or malformed: only acknowledged */
     int inserted;              /* this transaction wrote its ledger row */
+    int deferred;              /* its sale still waits for replicas: left
+                                * unacknowledged, read again later */
+    int give_back;             /* the ledger holds another sale of its order_id */
 };
 
 struct flusher {
@@ -73,13 +78,23 @@ static void nap(long ms)
 
 /* ---- Redis ------------------------------------------------------------ */
 
-/* KEYS[1] stream, [2] pending entries, [3] pending units; ARGV[1] group,
- * then (id, sku, qty) triples. An entry is counted off only by the XACK
- * that removed it from the group's pending list: a claimed entry two
- * flushers wrote is counted once. */
+/* KEYS[1] stream, [2] pending entries, [3] pending units, [4] the flushing
+ * marks, [5] the flush counter, [6] cancelled entries, [7] unacked
+ * entries (an entry flushed after its wait ran out); ARGV[1] group, [2]
+ * instance, then (id, sku, qty, give) quadruples (sku "" for an entry that
+ * is only acknowledged: malformed, or taken back by its sale, which
+ * counted it off itself). An entry is counted off only by the XACK that
+ * removed it from the group's pending list: a claimed entry two flushers
+ * wrote is counted once. give "1": the ledger already had another sale
+ * under that order_id (a repeat Redis no longer remembered), so MySQL took
+ * nothing for it and its units go back to the SKU's Redis stock -- when
+ * that stock exists; a missing one is reloaded from MySQL less pending,
+ * which this very script lowers. The mark goes and the counter moves in
+ * the same script: the audit's snapshot (sflush_side_script) relies on
+ * it. */
 static struct rconn_script ack_script = RCONN_SCRIPT(
     "local n = 0 "
-    "for i = 2, #ARGV, 3 do "
+    "for i = 3, #ARGV, 4 do "
     "  if redis.call('XACK', KEYS[1], ARGV[1], ARGV[i]) == 1 then "
     "    n = n + 1 "
     "    if ARGV[i + 1] ~= '' then "
@@ -87,11 +102,51 @@ static struct rconn_script ack_script = RCONN_SCRIPT(
     "        redis.call('HDEL', KEYS[2], ARGV[i + 1]) end "
     "      if redis.call('HINCRBY', KEYS[3], ARGV[i + 1], -tonumber(ARGV[i + 2])) <= 0 then "
     "        redis.call('HDEL', KEYS[3], ARGV[i + 1]) end "
+    "      if ARGV[i + 3] == '1' then "
+    "        local st = 'sstock:{' .. ARGV[i + 1] .. '}' "
+    "        if redis.call('EXISTS', st) == 1 then "
+    "          redis.call('INCRBY', st, ARGV[i + 2]) end "
+    "      end "
     "    end "
     "  end "
     "  redis.call('XDEL', KEYS[1], ARGV[i]) "
+    "  redis.call('SREM', KEYS[6], ARGV[i]) "
+    "  redis.call('ZREM', KEYS[7], ARGV[i]) "
     "end "
+    "redis.call('HDEL', KEYS[4], ARGV[2]) "
+    "redis.call('INCR', KEYS[5]) "
     "return n");
+
+/* KEYS[1] the flushing marks, [2] the audit hold, [3] cancelled entries,
+ * [4] unacked entries; ARGV[1] instance, [2] ms, [3..] the batch's entry
+ * ids. Marks this flusher as about to commit, until Redis TIME + ms (a
+ * flusher that dies there does not block audits for longer): 1. 0 without
+ * a mark while an audit holds commits off. {id, 'c'|'d', ...}, no mark:
+ * entries of the batch taken back by their sale ('c', replicas_ack not
+ * met, guard_redis_stream.c undo_script: dropped) or still waiting for
+ * its replicas ('d': deferred, read again later); the batch is written
+ * again without them. Atomic with the undo: an entry is either taken back
+ * before the mark or committed after it. */
+static struct rconn_script mark_script = RCONN_SCRIPT(
+    "if redis.call('EXISTS', KEYS[2]) == 1 then return 0 end "
+    "local t = redis.call('TIME') "
+    "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) "
+    "local out = {} "
+    "local nc = redis.call('SCARD', KEYS[3]) "
+    "local nu = redis.call('ZCARD', KEYS[4]) "
+    "if nc > 0 or nu > 0 then "
+    "  for i = 3, #ARGV do "
+    "    if nc > 0 and redis.call('SISMEMBER', KEYS[3], ARGV[i]) == 1 then "
+    "      out[#out + 1] = ARGV[i] out[#out + 1] = 'c' "
+    "    elseif nu > 0 then "
+    "      local u = redis.call('ZSCORE', KEYS[4], ARGV[i]) "
+    "      if u and tonumber(u) > now then out[#out + 1] = ARGV[i] out[#out + 1] = 'd' end "
+    "    end "
+    "  end "
+    "end "
+    "if #out > 0 then return out end "
+    "redis.call('HSET', KEYS[1], ARGV[1], string.format('%.0f', now + tonumber(ARGV[2]))) "
+    "return 1");
 
 static void redis_drop(void)
 {
@@ -210,13 +265,75 @@ static int read_batch(int *own_done, double *next_claim)
     return rc;
 }
 
-/* Acknowledge, delete and count off the batch. 0 or -1 (Redis failed:
- * the entries stay pending and are written again, harmlessly). */
+/* Mark this flusher as committing (see mark_script), waiting out an
+ * audit's hold (SFLUSH_HOLD_WAIT_MS at most). 0 marked; 1 some sales of
+ * the batch were taken back (now invalid: written again without them);
+ * -1 Redis failed or the hold outlasted the wait (the batch is rolled
+ * back and retried). */
+static int mark_flushing(void)
+{
+    char ms[24];
+    snprintf(ms, sizeof(ms), "%d", SFLUSH_MARK_MS);
+    int argc = 6 + fl.n, nargs = 6;
+    const char **argv = malloc((size_t)argc * sizeof(*argv));
+    if (!argv)
+        return -1;
+    argv[0] = KEYS_SALES_FLUSHING;
+    argv[1] = KEYS_SALES_AUDIT_HOLD;
+    argv[2] = KEYS_SALES_CANCELLED;
+    argv[3] = KEYS_SALES_UNACKED;
+    argv[4] = fl.instance;
+    argv[5] = ms;
+    for (int i = 0; i < fl.n; i++)
+        if (fl.sales[i].valid)   /* not the ones already dropped or deferred */
+            argv[nargs++] = fl.sales[i].id;
+    int rc = -1;
+    for (long waited = 0; waited <= SFLUSH_HOLD_WAIT_MS; waited++) {
+        redisReply *r = rconn_script_run(fl.rc, &mark_script, 4, nargs, argv);
+        int marked = !r ? -1 : r->type == REDIS_REPLY_INTEGER ? (int)r->integer
+                     : r->type == REDIS_REPLY_ARRAY ? 2 : -1;
+        for (size_t k = 0; marked == 2 && k + 1 < r->elements; k += 2) {
+            const redisReply *id = r->element[k], *how = r->element[k + 1];
+            for (int i = 0; i < fl.n; i++) {
+                if (id->type != REDIS_REPLY_STRING || how->type != REDIS_REPLY_STRING ||
+                    strcmp(fl.sales[i].id, id->str) != 0)
+                    continue;
+                fl.sales[i].valid = 0;   /* not written... */
+                fl.sales[i].deferred = how->str[0] == 'd';   /* ...nor acknowledged */
+            }
+        }
+        if (marked < 0 && (!r || fl.rc->err))
+            redis_drop();
+        freeReplyObject(r);
+        if (marked != 0) {
+            rc = marked == 1 ? 0 : marked == 2 ? 1 : -1;
+            break;
+        }
+        util_sleep_ms(1);
+    }
+    free(argv);
+    return rc;
+}
+
+/* The batch was not written: take the mark off (best effort; it expires). */
+static void unmark_flushing(void)
+{
+    if (!fl.rc || fl.rc->err)
+        return;
+    redisReply *r = redisCommand(fl.rc, "HDEL %s %s", KEYS_SALES_FLUSHING, fl.instance);
+    if (!r)
+        redis_drop();
+    freeReplyObject(r);
+}
+
+/* Acknowledge, delete and count off the batch, give back the units of
+ * repeats, unmark. 0 or -1 (Redis failed: the entries stay pending and are
+ * written again, harmlessly). */
 static int ack_batch(void)
 {
-    int argc = 4 + 3 * fl.n;
-    const char **argv = malloc((size_t)argc * sizeof(*argv));
-    char (*qty)[24] = malloc((size_t)fl.n * sizeof(*qty));
+    int argc = 9;
+    const char **argv = malloc((size_t)(9 + 4 * fl.n) * sizeof(*argv));
+    char (*qty)[24] = malloc((size_t)(fl.n ? fl.n : 1) * sizeof(*qty));
     if (!argv || !qty) {
         free(argv);
         free(qty);
@@ -225,14 +342,22 @@ static int ack_batch(void)
     argv[0] = KEYS_SALES_STREAM;
     argv[1] = KEYS_SALES_PENDING;
     argv[2] = KEYS_SALES_PENDING_UNITS;
-    argv[3] = KEYS_SALES_GROUP;
+    argv[3] = KEYS_SALES_FLUSHING;
+    argv[4] = KEYS_SALES_FLUSH_SEQ;
+    argv[5] = KEYS_SALES_CANCELLED;
+    argv[6] = KEYS_SALES_UNACKED;
+    argv[7] = KEYS_SALES_GROUP;
+    argv[8] = fl.instance;
     for (int i = 0; i < fl.n; i++) {
+        if (fl.sales[i].deferred)
+            continue;
         snprintf(qty[i], sizeof(qty[i]), "%lld", fl.sales[i].qty);
-        argv[4 + 3 * i] = fl.sales[i].id;
-        argv[5 + 3 * i] = fl.sales[i].valid ? fl.sales[i].sku : "";
-        argv[6 + 3 * i] = qty[i];
+        argv[argc++] = fl.sales[i].id;
+        argv[argc++] = fl.sales[i].valid ? fl.sales[i].sku : "";
+        argv[argc++] = qty[i];
+        argv[argc++] = fl.sales[i].give_back ? "1" : "0";
     }
-    redisReply *r = rconn_script_run(fl.rc, &ack_script, 3, argc, argv);
+    redisReply *r = rconn_script_run(fl.rc, &ack_script, 7, argc, argv);
     int rc = r && r->type == REDIS_REPLY_INTEGER ? 0 : -1;
     if (rc != 0) {
         fprintf(stderr, "redis-stream flusher: acknowledging failed: %s\n",
@@ -272,6 +397,27 @@ static char *rows_json(int *nvalid)
     return txt;
 }
 
+/* 1 when the ledger row of s->order_id is this very sale written before (a
+ * lost COMMIT reply, a claim of a batch its first flusher had committed):
+ * same guard, SKU, quantity, instance and remaining stock. 0 when it is
+ * another sale under that order_id -- the first sale of a repeat whose
+ * order memory had expired, or was of an older epoch, or was sold by
+ * another guard: then Redis took a unit MySQL never will. Negative DB_E*
+ * on failure. */
+static long long same_sale(const struct sale *s)
+{
+    char guard[33] = "", sku[STOCK_SKU_MAX + 1] = "", inst[65] = "";
+    long long qty = 0, rem = 0;
+    long long n = db_run(fl.db, "SELECT guard, sku, qty, remaining, instance FROM ledger "
+                                "WHERE order_id=?", "s", "sslls", s->order_id,
+                         guard, sizeof(guard), sku, sizeof(sku), &qty, &rem, inst,
+                         sizeof(inst));
+    if (n < 0)
+        return n;
+    return n > 0 && strcmp(guard, GUARD_NAME) == 0 && strcmp(sku, s->sku) == 0 &&
+           qty == s->qty && rem == s->remaining && strcmp(inst, s->instance) == 0;
+}
+
 /* The ledger rows of the batch, in the open transaction. Usually one
  * statement; when an order_id is already there (a replay), one INSERT
  * IGNORE per sale learns which rows are new. Marks sale.inserted.
@@ -300,8 +446,13 @@ static long long insert_rows(void)
             if (m < 0)
                 return m;
             s->inserted = m == 1;
-            if (!s->inserted)
+            if (!s->inserted) {
                 atomic_fetch_add(&n_skipped, 1);
+                long long same = same_sale(s);
+                if (same < 0)
+                    return same;
+                s->give_back = !same;
+            }
         }
         return 0;
     }
@@ -375,12 +526,21 @@ static long long write_batch(void)
     if (!fl.db && !(fl.db = db_connect(fl.dbconf)))
         return DB_EUNAVAIL;
     for (int i = 0; i < fl.n; i++)
-        fl.sales[i].inserted = 0;
+        fl.sales[i].inserted = fl.sales[i].give_back = 0;
     long long n = db_begin(fl.db);
     if (n == DB_OK)
         n = insert_rows();
     if (n == DB_OK)
         n = update_stock();
+    /* The mark right before the COMMIT, taken off with the acknowledgement:
+     * an audit never pairs MySQL after a flush with Redis before it. */
+    int m = n == DB_OK ? mark_flushing() : 0;
+    if (m == 1) {   /* sales taken back: write the batch without them */
+        db_rollback(fl.db);
+        return SFLUSH_REWRITE;
+    }
+    if (m < 0)
+        n = DB_EUNAVAIL;
     if (n != DB_OK) {
         db_rollback(fl.db);
         return n;
@@ -437,9 +597,23 @@ static void *flusher_main(void *arg)
         if (atomic_load(&fl.stop))
             break;
         long long rc = write_batch();
+        for (int again = 0; rc == SFLUSH_REWRITE && again < 3; again++)
+            rc = write_batch();
+        if (rc == SFLUSH_REWRITE)
+            rc = DB_ERETRY;
+        if (rc != DB_OK)
+            unmark_flushing();
         if (rc == DB_OK && ack_batch() == 0) {
             count_batch();
             backoff = 0;
+            /* Sales still waiting for their replicas stay in our pending
+             * list: read them again from there, shortly. */
+            for (int i = 0; i < fl.n; i++)
+                if (fl.sales[i].deferred) {
+                    own_done = 0;
+                    nap(SFLUSH_DEFER_NAP_MS);
+                    break;
+                }
             continue;
         }
         /* MySQL (or the acknowledgement) failed: the batch is still in

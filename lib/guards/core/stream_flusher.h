@@ -23,6 +23,14 @@ struct db_conf;
 struct rconn_endpoint;
 
 #define SFLUSH_BATCH_MAX 1000
+/* How long a flusher's "about to commit" mark holds (KEYS_SALES_FLUSHING):
+ * longer than a batch's MySQL transaction takes; a flusher that dies
+ * marked delays audits' snapshots this long at most. */
+#define SFLUSH_MARK_MS 10000
+/* An audit's hold on commits (KEYS_SALES_AUDIT_HOLD) lasts at most this;
+ * a flusher waits for it up to SFLUSH_HOLD_WAIT_MS, then retries the batch. */
+#define SFLUSH_AUDIT_HOLD_MS 500
+#define SFLUSH_HOLD_WAIT_MS 1000
 
 /* The guard's option rows (guard_redis_stream.c) land here. */
 struct sflush_conf {

@@ -1,0 +1,161 @@
+/* The audit as one snapshot of MySQL and the Redis guards' side state
+ * (guard_audit in guard.h): MySQL's figures plus, per Redis-stock guard,
+ * the pending sales and the drift. */
+#include "guards/guard.h"
+
+#include "base/db.h"
+#include "base/util.h"
+#include "stock/audit.h"
+#include "stock/store.h"
+
+#include <string.h>
+
+/* Tries before the audit gives up on a snapshot of a write-behind guard
+ * and answers from the last read (a flush commits within milliseconds; a
+ * flusher that died marked holds its mark SFLUSH_MARK_MS at most). */
+#define SNAPSHOT_TRIES 100
+#define SNAPSHOT_NAP_MS 2
+
+struct side_read {
+    const struct guard *g;
+    int ok;
+    struct guard_side s;
+};
+
+/* Every side of sku into r[] (at most max). Returns the count. */
+static int read_sides(const char *sku, struct side_read *r, int max)
+{
+    size_t n;
+    const struct guard *const *all = guard_all(&n);
+    int k = 0;
+    for (size_t i = 0; i < n && k < max; i++) {
+        if (!all[i]->side)
+            continue;
+        memset(&r[k], 0, sizeof(r[k]));
+        r[k].g = all[i];
+        r[k].ok = all[i]->side(all[i], sku, &r[k].s) == 0;
+        k++;
+    }
+    return k;
+}
+
+/* 1 when no write-behind flush can have committed between a and b: the
+ * flush counter did not move and no flusher was marked, and Redis's own
+ * figures agree (a sale moves stock into pending, never their sum). A
+ * guard that writes MySQL on the request path (no `pending`) has no
+ * snapshot to take: its sales in flight are drift until they land. */
+static int stable(const struct side_read *a, const struct side_read *b, int n)
+{
+    for (int i = 0; i < n; i++) {
+        if (!a[i].ok || !b[i].ok || !a[i].g->pending)
+            continue;
+        if (a[i].s.flush_seq != b[i].s.flush_seq || a[i].s.flushing || b[i].s.flushing)
+            return 0;
+        if (a[i].s.has_stock != b[i].s.has_stock ||
+            (a[i].s.has_stock &&
+             a[i].s.stock + a[i].s.pending_units != b[i].s.stock + b[i].s.pending_units))
+            return 0;
+    }
+    return 1;
+}
+
+/* 1 when `guard` has a ledger row of sku (sold it since the seed, released
+ * or not), 0 not, negative DB_E*. */
+static long long guard_sold(struct db_conn *db, const char *sku, const char *guard)
+{
+    long long one = 0;
+    long long n = db_run(db, "SELECT 1 FROM ledger WHERE sku=? AND guard=? LIMIT 1", "ss", "l",
+                         sku, guard, &one);
+    return n < 0 ? n : n > 0;
+}
+
+/* freeze(on) of every write-behind guard. Returns 1 when all hold (or
+ * cannot be reached: their sides fail too), 0 when one is committing (the
+ * others are let go again). */
+static int freeze_all(int on)
+{
+    size_t n;
+    const struct guard *const *all = guard_all(&n);
+    for (size_t i = 0; i < n; i++) {
+        if (!all[i]->freeze)
+            continue;
+        if (all[i]->freeze(all[i], on) == 0 && on) {
+            while (i-- > 0)
+                if (all[i]->freeze)
+                    all[i]->freeze(all[i], 0);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* How many guards sold sku since its seed (ledger rows, released or not);
+ * negative DB_E*. */
+static long long guards_sold(struct db_conn *db, const char *sku)
+{
+    long long k = 0;
+    long long n = db_run(db, "SELECT COUNT(DISTINCT guard) FROM ledger WHERE sku=?", "s", "l",
+                         sku, &k);
+    return n < 0 ? n : k;
+}
+
+int guard_audit(struct db_conn *db, const char *sku, struct audit *a)
+{
+    struct side_read before[AUDIT_SIDES_MAX], after[AUDIT_SIDES_MAX];
+    int sold[AUDIT_SIDES_MAX];
+    int n = 0, rc = 0, snap = 0;
+    long long nguards = 0;
+    memset(a, 0, sizeof(*a));
+    for (int t = 0; t < SNAPSHOT_TRIES; t++) {
+        if (t > 0)
+            util_sleep_ms(SNAPSHOT_NAP_MS);
+        /* Flushes hold their commits off while we read (briefly). */
+        if (!freeze_all(1) && t + 1 < SNAPSHOT_TRIES)
+            continue;
+        n = read_sides(sku, before, AUDIT_SIDES_MAX);
+        rc = store_audit(db, sku, &a->initial, &a->stock, &a->sold);
+        for (int i = 0; rc > 0 && i < n; i++) {
+            long long s = before[i].ok ? guard_sold(db, sku, before[i].g->name) : 0;
+            if (s < 0)
+                rc = (int)s;
+            sold[i] = (int)(s > 0);
+        }
+        if (rc > 0 && (nguards = guards_sold(db, sku)) < 0)
+            rc = (int)nguards;
+        if (rc > 0)
+            read_sides(sku, after, AUDIT_SIDES_MAX);
+        freeze_all(0);
+        if (rc <= 0)
+            return rc;
+        if ((snap = stable(before, after, n)))
+            break;
+    }
+    /* The MySQL figures sit between `before` and `after` with no flush
+     * between them: pair them with `before`. Without a snapshot (flushes
+     * never paused) the figures stand, but the drift cannot be told from
+     * a flush in flight: unknown. */
+    a->pending_known = 1;
+    a->drift_known = snap;
+    /* Several guards sold the SKU: a Redis guard's stock never saw the
+     * others' sales, so its drift is shown (drift_by_guard) but decides
+     * nothing: a comparison run keeps one guard per SKU. */
+    if (nguards > 1)
+        a->drift_known = 0;
+    for (int i = 0; i < n; i++) {
+        const struct side_read *r = &before[i];
+        if (!r->ok) {
+            a->pending_known = a->drift_known = 0;
+            continue;
+        }
+        a->pending += r->s.pending;
+        a->pending_units += r->s.pending_units;
+        if (!r->s.has_stock || (!sold[i] && r->s.pending == 0))
+            continue;
+        long long d = r->s.stock - (a->stock - r->s.pending_units - r->s.in_flight_units);
+        a->side[a->nsides].guard = r->g->name;
+        a->side[a->nsides++].drift = d;
+        a->drift += d;
+    }
+    audit_compute(a);
+    return 1;
+}
