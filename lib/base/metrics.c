@@ -13,7 +13,7 @@
 
 #define NAME_LEN 64
 #define LABELS_LEN 160
-#define NBUCKETS 14
+#define NBUCKETS METRICS_MAX_BUCKETS
 #define MAX_FAMILIES 64
 #define METRICS_SHARDS 4
 
@@ -28,6 +28,8 @@ struct series {
     char labels[LABELS_LEN];
     double value;                       /* counter value or histogram sum */
     unsigned long long count;           /* histogram count */
+    const double *le;                   /* histogram bounds (bucket_le or the caller's) */
+    int nle;
     unsigned long long buckets[NBUCKETS];
 };
 
@@ -120,18 +122,30 @@ void metrics_set(const char *name, const char *labels, double v)
     }
 }
 
-void metrics_observe(const char *name, const char *labels, double seconds)
+void metrics_observe_le(const char *name, const char *labels, double v,
+                        const double *le, int nle)
 {
+    if (nle < 1 || nle > NBUCKETS)
+        return;
     struct shard *sh = shard_lock();
     struct series *s = find(sh, KIND_HISTOGRAM, name, labels ? labels : "");
     if (s) {
-        s->value += seconds;
+        if (!s->le) {
+            s->le = le;
+            s->nle = nle;
+        }
+        s->value += v;
         s->count++;
-        for (int i = 0; i < NBUCKETS; i++)
-            if (seconds <= bucket_le[i])
+        for (int i = 0; i < s->nle; i++)
+            if (v <= s->le[i])
                 s->buckets[i]++;
     }
     pthread_mutex_unlock(&sh->mu);
+}
+
+void metrics_observe(const char *name, const char *labels, double seconds)
+{
+    metrics_observe_le(name, labels, seconds, bucket_le, NBUCKETS);
 }
 
 void metrics_describe(const char *name, const char *type, const char *help)
@@ -212,17 +226,30 @@ static int by_name(const void *a, const void *b)
     return c ? c : (int)x->kind - (int)y->kind;
 }
 
+/* HELP and TYPE: metrics_describe() first, then the catalogue; a family in
+ * neither gets its kind as TYPE and no HELP (promtool then names it). A
+ * value set with metrics_set() may be a gauge: the type says so. */
 static void render_family_header(struct sbuf *b, const struct series *s)
 {
+    char help[128] = "", type[16] = "";
     pthread_mutex_lock(&fam_mu);
     for (size_t i = 0; i < nfamilies; i++)
         if (strcmp(families[i].name, s->name) == 0) {
-            sb_printf(b, "# HELP %s %s\n", s->name, families[i].help);
+            snprintf(help, sizeof(help), "%s", families[i].help);
+            snprintf(type, sizeof(type), "%s", families[i].type);
             break;
         }
     pthread_mutex_unlock(&fam_mu);
-    sb_printf(b, "# TYPE %s %s\n", s->name,
-              s->kind == KIND_COUNTER ? "counter" : "histogram");
+    const struct metrics_family *f = help[0] ? NULL : metrics_family_of(s->name);
+    if (f) {
+        snprintf(help, sizeof(help), "%s", f->help);
+        snprintf(type, sizeof(type), "%s", f->type);
+    }
+    if (!type[0] || (s->kind == KIND_HISTOGRAM) != (strcmp(type, "histogram") == 0))
+        snprintf(type, sizeof(type), "%s", s->kind == KIND_COUNTER ? "counter" : "histogram");
+    if (help[0])
+        sb_printf(b, "# HELP %s %s\n", s->name, help);
+    sb_printf(b, "# TYPE %s %s\n", s->name, type);
 }
 
 static void render_series(struct sbuf *b, const struct series *s)
@@ -235,9 +262,9 @@ static void render_series(struct sbuf *b, const struct series *s)
             sb_printf(b, "%s %.17g\n", s->name, s->value);
         return;
     }
-    for (int k = 0; k < NBUCKETS; k++)
+    for (int k = 0; k < s->nle; k++)
         sb_printf(b, "%s_bucket{%s%sle=\"%g\"} %llu\n", s->name, s->labels, sep,
-                  bucket_le[k], s->buckets[k]);
+                  s->le[k], s->buckets[k]);
     sb_printf(b, "%s_bucket{%s%sle=\"+Inf\"} %llu\n", s->name, s->labels, sep, s->count);
     const char *open = s->labels[0] ? "{" : "", *close = s->labels[0] ? "}" : "";
     sb_printf(b, "%s_sum%s%s%s %.9g\n", s->name, open, s->labels, close, s->value);
@@ -288,7 +315,9 @@ char *metrics_render(void)
         render_series(&b, s);
         i = j;
     }
-    sb_printf(&b, "# TYPE lab_metrics_dropped_total counter\nlab_metrics_dropped_total %llu\n",
+    sb_printf(&b, "# HELP lab_metrics_dropped_total %s\n"
+              "# TYPE lab_metrics_dropped_total counter\nlab_metrics_dropped_total %llu\n",
+              metrics_family_of("lab_metrics_dropped_total")->help,
               (unsigned long long)atomic_load(&dropped));
     free(copy);
     free(sorted);

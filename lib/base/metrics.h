@@ -8,6 +8,7 @@
 #define LAB_METRICS_H
 
 #define METRICS_MAX_SERIES 1024
+#define METRICS_MAX_BUCKETS 14
 
 /* Add v to a counter. */
 void metrics_add(const char *name, const char *labels, double v);
@@ -16,8 +17,20 @@ void metrics_add(const char *name, const char *labels, double v);
 void metrics_set(const char *name, const char *labels, double v);
 /* Record one observation (seconds) in a histogram. */
 void metrics_observe(const char *name, const char *labels, double seconds);
-/* Describe a metric family for # HELP / # TYPE lines (optional). */
+/* Record one observation in a histogram with its own upper bounds: `le`
+ * (ascending, at most METRICS_MAX_BUCKETS, static storage: the table keeps
+ * the pointer) is fixed by the first observation of the series. For
+ * histograms of counts (batch sizes). */
+void metrics_observe_le(const char *name, const char *labels, double v,
+                        const double *le, int nle);
+/* Describe a metric family for # HELP / # TYPE lines; overrides the
+ * catalogue (metrics_catalog.c) for that name. */
 void metrics_describe(const char *name, const char *type, const char *help);
+
+/* One family of the catalogue: name, type (counter, gauge, histogram), help. */
+struct metrics_family { const char *name, *type, *help; };
+/* The catalogue entry of a family, or NULL (metrics_catalog.c). */
+const struct metrics_family *metrics_family_of(const char *name);
 /* Exposition text, malloc'd (caller frees); NULL when out of memory. */
 char *metrics_render(void);
 /* Current value of a counter (0 when absent); for tests and audits. */

@@ -166,7 +166,8 @@ struct guard {
      * 0, or -1 when the backend cannot be read (best effort). */
     int (*describe)(const struct guard *self, const char *sku, struct guard_facts *out);
     /* Optional: reachability of the guard's own backend for /healthz (a
-     * shared one is checked by the registry): 0 up, -1 with err. *backend
+     * shared one is checked by the registry): 0 up, -1 with err, 1 when
+     * the backend is not configured (neither checked nor listed). *backend
      * names it ("zookeeper"). */
     int (*health)(const char **backend, char *err, size_t errlen);
     /* Optional: mirror the guard's counters into lib/base/metrics before

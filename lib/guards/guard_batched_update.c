@@ -116,16 +116,8 @@ static void slot_leave(struct slot *s)
  * _sum and _count (mean = sum / count). */
 static void observe_batch(int n, int rounds)
 {
-    static const int le[] = {1, 2, 4, 8, 16, 32, 64, 128, 256};
-    char labels[48];
-    for (size_t i = 0; i < sizeof(le) / sizeof(le[0]); i++)
-        if (n <= le[i]) {
-            snprintf(labels, sizeof(labels), "le=\"%d\"", le[i]);
-            metrics_add("lab_batch_size_bucket", labels, 1);
-        }
-    metrics_add("lab_batch_size_bucket", "le=\"+Inf\"", 1);
-    metrics_add("lab_batch_size_sum", "", n);
-    metrics_add("lab_batch_size_count", "", 1);
+    static const double le[] = {1, 2, 4, 8, 16, 32, 64, 128, 256};
+    metrics_observe_le("lab_batch_size", "", n, le, (int)(sizeof(le) / sizeof(le[0])));
     metrics_add("lab_batch_transactions_total", "", rounds);
 }
 

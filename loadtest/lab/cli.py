@@ -17,7 +17,8 @@ against the embedded stack and writes results.json, then renders
 results.csv, report.md and report.html from it (see loadtest/README.md,
 "Comparison reports").
 
-  loadtest/compare [--scenario NAME|FILE|all] [--repeat N] [--out DIR] [--dir STACKDIR] [--keep]
+  loadtest/compare [--scenario NAME|FILE|all] [--repeat N] [--fault-repeat M] [--out DIR]
+                   [--dir STACKDIR] [--driver local|external] [--keep]
   loadtest/compare --check FILE...        parse scenario files only
   loadtest/compare --render DIR           re-render the reports from DIR/results.json only
 
@@ -82,6 +83,8 @@ def main(argv=None):
                     help="NAME (loadtest/scenarios/NAME.conf), FILE, or all (default + faults)")
     ap.add_argument("--repeat", type=int, default=1, metavar="N",
                     help="run every cell N times (1..100); verdicts say 'in k/N runs', figures are medians")
+    ap.add_argument("--fault-repeat", type=int, metavar="M",
+                    help="run every fault cell M times (default: --repeat)")
     ap.add_argument("--out", help="report folder (default reports/<UTC time>/, reports/latest points at it)")
     ap.add_argument("--dir", help="stack folder (default ./run); without --dir, LAB_INVENTORY_URLS "
                     "(comma list) and LAB_ORDER_URL select services run elsewhere (docker compose)")
@@ -104,8 +107,8 @@ def main(argv=None):
             return 2
         print_tables(res["cells"])
         return 0
-    if not 1 <= a.repeat <= 100:
-        print("compare: --repeat must be 1..100", file=sys.stderr)
+    if not 1 <= a.repeat <= 100 or (a.fault_repeat is not None and not 1 <= a.fault_repeat <= 100):
+        print("compare: --repeat and --fault-repeat must be 1..100", file=sys.stderr)
         return 2
 
     try:
@@ -127,7 +130,7 @@ def main(argv=None):
             return 2
         stack.keep = a.keep
         try:
-            res = run_scenarios(scs, stack, loadgen, out, a.repeat, log)
+            res = run_scenarios(scs, stack, loadgen, out, a.repeat, log, a.fault_repeat)
         except StackDown as e:
             msg = str(e)
             print(f"compare: the stack did not start:\n{msg}", file=sys.stderr)

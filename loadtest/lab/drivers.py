@@ -5,15 +5,15 @@ below documents them); the runner and the fault cells use nothing else:
 
   inventory, order, mysql_port, redis_port, dir, started_here, instances
   up(n) ensure_order() down()                         load cells
-  fault_ready(need_replica) port(proc) current_master()
+  fault_ready(need_replica) port(proc) current_master() sql(query)
   pause|resume|kill|stop|start(proc) reset_redis_topology()   fault cells
 
 Process names are deploy/local/stack's: inventory-N, order-1, mysql, redis,
 redis-replica, sentinel-N, redis-mN. Drivers: `local` (LocalStack, the
-embedded stack through deploy/local/stack) and `external` (ExternalStack:
-services somebody else runs; no fault verbs). A `compose` driver (docker
-pause/kill/stop/start on the compose project's containers) is one more
-subclass of Driver registered in DRIVERS; lab.cli picks it by --driver."""
+embedded stack through deploy/local/stack), `external` (ExternalStack:
+services somebody else runs; no fault verbs) and `compose` (ComposeStack in
+compose_driver.py: docker pause/unpause/kill/stop/start on the running
+compose project's containers). lab.cli picks one by --driver."""
 
 import os
 import shutil
@@ -92,6 +92,18 @@ class Driver:
         raise CellSkip(f"driver '{self.name}' cannot reset Redis")
 
     # ---- shared helpers --------------------------------------------------
+
+    def sql(self, query, timeout=30):
+        """(returncode, stdout, stderr) of one read-only query as root on the
+        stack's MariaDB (tab-separated, no headers). A driver whose MySQL has
+        no published port overrides it (e.g. docker exec)."""
+        try:
+            p = subprocess.run(["mariadb", "--no-defaults", "-h127.0.0.1", f"-P{self.mysql_port}",
+                                "-uroot", "-N", "-B", "-e", query], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, timeout=timeout)
+        except (OSError, subprocess.SubprocessError) as e:
+            return 1, "", str(e)
+        return p.returncode, p.stdout, p.stderr
 
     def redis_cli(self, port, *args, timeout=5):
         try:
@@ -290,7 +302,10 @@ def make_driver(name, stack_dir, log):
         return ExternalStack(os.environ["LAB_INVENTORY_URLS"], os.environ.get("LAB_ORDER_URL"), log)
     if name == "local":
         return LocalStack(stack_dir or "./run", log)
+    if name == "compose":
+        from .compose_driver import ComposeStack   # it subclasses Driver: imported late
+        return ComposeStack(log)
     raise ValueError(f"unknown driver '{name}' (known: {', '.join(DRIVERS)})")
 
 
-DRIVERS = ("local", "external")
+DRIVERS = ("local", "external", "compose")

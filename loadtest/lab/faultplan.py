@@ -34,6 +34,10 @@ def expect(fault, guard, fields):
             return "held", ("redlock checks its lease validity right before the write: the resumed "
                             "holder answers 503 lease_expired and writes nothing. A pause AFTER that "
                             "check (between check and write) would still write: Redlock has no fence")
+        if guard == "etcd":
+            return "held", ("etcd's holder checks its lease on its own monotonic clock right before "
+                            "the write: paused past it, it answers 503 lease_expired and writes "
+                            "nothing. A pause AFTER that check would still write: use fencing")
         if guard == "zookeeper":
             return "held", ("right before its COMMIT the holder asks the server (sync + exists of its "
                             "lock node, owner = its session), never its client's cached state: the "
@@ -53,6 +57,8 @@ def expect(fault, guard, fields):
             return "held", "the lock row is taken over after its expiry (lock_ttl_ms): buyers sell again"
         if guard == "redlock":
             return "held", "the lease expires on every master after lock_ttl_ms: buyers sell again"
+        if guard == "etcd":
+            return "held", "nobody keeps the lease alive: etcd expires it and deletes the lock key after lock_ttl_ms"
         return "held", "the lock expires after its TTL (lock_ttl_ms): buyers sell again"
     if fault == "failover":
         if guard == "redlock":

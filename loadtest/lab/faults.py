@@ -13,7 +13,8 @@ import time
 
 from .drivers import CellSkip
 from .faultplan import OPTION_PROBES, PLAN, expect
-from .cell import run_prefix
+from .cell import run_prefix, shquote
+from .checker import invariant_block, outcomes
 from .net import http_json
 
 
@@ -64,11 +65,8 @@ class FaultRunner:
             raise CellSkip("fencing not in this build (no inventory.fence column)")
 
     def has_fence_column(self):
-        p = subprocess.run(["mariadb", "--no-defaults", "-h127.0.0.1", f"-P{self.stack.mysql_port}",
-                            "-uroot", "-N", "-B", "-e",
-                            "SHOW COLUMNS FROM db_shopping.inventory LIKE 'fence'"],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=30)
-        return p.returncode == 0 and "fence" in p.stdout
+        rc, out, _ = self.stack.sql("SHOW COLUMNS FROM db_shopping.inventory LIKE 'fence'")
+        return rc == 0 and "fence" in out
 
     def body(self, c, extra):
         b = {"sku": c["sku"], "qty": 1, "guard": c["guard"]}
@@ -90,16 +88,13 @@ class FaultRunner:
 
     def ledger_times(self, sku):
         """[(unix time, instance, order_id)] of the SKU's sales, oldest first."""
-        port = self.stack.mysql_port
         q = ("SELECT UNIX_TIMESTAMP(created_at), instance, order_id FROM db_shopping.ledger "
              f"WHERE sku='{sku}' ORDER BY created_at, id")
-        p = subprocess.run(["mariadb", "--no-defaults", "-h127.0.0.1", f"-P{port}", "-uroot", "-N",
-                            "-B", "-e", q], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                           text=True, timeout=30)
-        if p.returncode != 0:
-            raise RuntimeError(f"reading the ledger failed: {p.stderr.strip()[:200]}")
+        rc, out, err = self.stack.sql(q)
+        if rc != 0:
+            raise RuntimeError(f"reading the ledger failed: {err.strip()[:200]}")
         rows = []
-        for line in p.stdout.splitlines():
+        for line in out.splitlines():
             parts = line.split("\t")
             if len(parts) == 3:
                 rows.append((float(parts[0]), parts[1], parts[2]))
@@ -307,6 +302,14 @@ class FaultRunner:
         else:
             held = consistent and audit["oversold"] == 0
         hans = hold.get("answer") or {}
+        outc = outcomes(by_status, lg["errors"], by_error)
+        window = None
+        if hold.get("sent_at"):
+            # the holder's stale write overwrote what others sold between its
+            # grant and its own ledger row
+            mine = next((s[0] for s in sales if s[2].endswith("-holder")), None)
+            window = (hold["sent_at"], mine if mine is not None else hold.get("done_at", t0 + 1e9))
+        inv = invariant_block(audit, sales, outc, window)
         c.update({
             "status": "ok",
             "sold": audit["sold"], "oversold": audit["oversold"],
@@ -324,5 +327,18 @@ class FaultRunner:
             "events": events, "recovery": recover,
             "recover_s": next((r["recover_s"] for r in recover), None),
             "timeline": lg.get("timeline", {}),
+            "outcomes": outc, "invariant": inv, "valid": inv["valid"],
+            "reproduce": reproduce_command(c),
         })
 
+
+
+def reproduce_command(c):
+    """A shell command that runs this one cell again (a one-cell scenario)."""
+    label = c["label"].split("/", 1)[1] if "/" in c["label"] else c["label"]
+    pairs = [f"guard={c['guard']}"]
+    for k, v in c["fields"].items():
+        pairs.append(f"{k}={'true' if v is True else 'false' if v is False else v}")
+    conf = f"fault = {c['fault']}\\nvariant = {label} : {' '.join(pairs)}\\n"
+    return (f"printf {shquote(conf)} > /tmp/cell.conf && "
+            "loadtest/compare --scenario /tmp/cell.conf --dir ./run")

@@ -15,6 +15,7 @@ from . import ROOT
 from .cell import run_cell
 from .drivers import CellSkip, LocalStack
 from .faults import FaultRunner
+from .guides import guide
 from .machine import git_rev, machine_info
 from .net import http_json
 from .scenario import expand_cells
@@ -67,11 +68,12 @@ def run_line(c):
     return f"{verdict(c)}, {c['ok_per_s']} ok/s, p99 {c['latency_ms']['p99']} ms"
 
 
-def measure(sc, stack, loadgen, out, repeat, log):
-    """Runs every cell `repeat` times; returns (cells, machine, interrupted).
-    Raises StackDown when the stack does not start."""
+def measure(sc, stack, loadgen, out, repeat, log, fault_repeat=None):
+    """Runs every cell `repeat` times; returns (cells, machine, interrupted,
+    {guard: GET /guards entry}). Raises StackDown when the stack does not
+    start."""
     run_id = time.strftime("%H%M%S", time.gmtime()) + f"{os.getpid() % 10000:04d}"
-    cells, interrupted, faults = [], False, None
+    cells, interrupted, faults, api = [], False, None, {}
     try:
         try:
             if sc["fault"] and stack.supports_faults:
@@ -83,6 +85,7 @@ def measure(sc, stack, loadgen, out, repeat, log):
             raise StackDown(str(e)) from None
         st, gj = http_json("GET", stack.inventory[0] + "/guards")
         available = [g["name"] for g in gj.get("guards", [])] if st == 200 else []
+        api = {g["name"]: g for g in gj.get("guards", [])} if st == 200 else {}
         cells = expand_cells(sc, available)
         print(f"compare: guards in this build: {' '.join(available)}; {len(cells)} cells"
               f"{f', {repeat} runs each' if repeat > 1 else ''}", flush=True)
@@ -93,12 +96,13 @@ def measure(sc, stack, loadgen, out, repeat, log):
                 print(f"{tag}: skipped: guard '{c['guard']}' not in this build", flush=True)
                 continue
             runs = []
-            for r in range(1, repeat + 1):
+            n = (fault_repeat or repeat) if c.get("fault") else repeat
+            for r in range(1, n + 1):
                 one = copy.deepcopy(c)
                 one["run"] = r
                 run_one(one, sc, stack, faults, run_id, loadgen, out, log)
                 runs.append(one)
-                rtag = f"{tag} run {r}/{repeat}" if repeat > 1 else tag
+                rtag = f"{tag} run {r}/{n}" if n > 1 else tag
                 print(f"{rtag}: {run_line(one)}", flush=True)
                 if one["status"] == "skipped":
                     break   # the same reason holds for every run
@@ -109,7 +113,7 @@ def measure(sc, stack, loadgen, out, repeat, log):
         interrupted = True
         print("compare: interrupted; writing what was measured", file=sys.stderr)
         machine = machine_info(None)
-    return [c for c in cells if "status" in c], machine, interrupted
+    return [c for c in cells if "status" in c], machine, interrupted, api
 
 
 def results_doc(sc, cells, machine, interrupted, t0, now, loadgen, repeat, driver):
@@ -137,7 +141,7 @@ def write_results(res, out):
         f.write("\n")
 
 
-def run_scenarios(scs, stack, loadgen, out, repeat, log):
+def run_scenarios(scs, stack, loadgen, out, repeat, log, fault_repeat=None):
     """Measure one or more parsed scenarios on one stack into one
     results.json (several: `make demo SCENARIO=all`). Returns the document."""
     t0 = time.time()
@@ -147,7 +151,7 @@ def run_scenarios(scs, stack, loadgen, out, repeat, log):
         raise KeyboardInterrupt
     signal.signal(signal.SIGTERM, on_term)
 
-    all_cells, machine, interrupted = [], None, False
+    all_cells, machine, interrupted, api = [], None, False, {}
     try:
         for i, sc in enumerate(scs):
             if interrupted:
@@ -155,7 +159,8 @@ def run_scenarios(scs, stack, loadgen, out, repeat, log):
             print(f"compare: scenario {sc['name']} ({sc['file']}), stack {stack.dir}"
                   f"{' (LAB_PORT_BASE=' + os.environ['LAB_PORT_BASE'] + ')' if os.environ.get('LAB_PORT_BASE') else ''}",
                   flush=True)
-            cells, machine, interrupted = measure(sc, stack, loadgen, out, repeat, log)
+            cells, machine, interrupted, more = measure(sc, stack, loadgen, out, repeat, log, fault_repeat)
+            api.update(more)
             for c in cells:
                 if len(scs) > 1:
                     c["scenario"] = sc["name"]
@@ -172,10 +177,30 @@ def run_scenarios(scs, stack, loadgen, out, repeat, log):
     sc0 = scs[0] if len(scs) == 1 else merged_scenario(scs)
     res = results_doc(sc0, all_cells, machine or machine_info(None), interrupted, t0, now,
                       loadgen, repeat, stack.name)
+    res["guards"] = guard_info(all_cells, api)
+    res["fault_repeat"] = fault_repeat or repeat
     if len(scs) > 1:
         res["scenarios"] = [{k: s[k] for k in ("name", "description", "file")} for s in scs]
+        res["scenario"]["file"] = " + ".join(
+            os.path.relpath(os.path.abspath(s["file"]), ROOT) for s in scs)
     write_results(res, out)
     return res
+
+
+def guard_info(cells, api):
+    """{guard: its guide (lab.guides) plus GET /guards' how and expect} for
+    every guard the cells name."""
+    out = {}
+    for c in cells:
+        g = c["guard"]
+        if g in out:
+            continue
+        out[g] = dict(guide(g))
+        a = api.get(g) or {}
+        out[g]["how_short"] = a.get("how", "")
+        out[g]["expect"] = a.get("expect", "")
+        out[g]["safe_across_instances"] = a.get("safe_across_instances")
+    return out
 
 
 def merged_scenario(scs):

@@ -142,6 +142,11 @@ def aggregate_runs(runs):
         c["measured"] = "held" if rp["broke"] == 0 else "broke"
         if "valid" in c:
             c["valid"] = all(r.get("valid") for r in ok)
+            bad = next((r for r in ok if r.get("invariant") and not r["invariant"]["valid"]), None)
+            if bad is not None:
+                # show the violations of the first invalid run
+                c["invariant"] = bad["invariant"]
+                c["invariant_run"] = bad.get("run", 1)
     c["repeat"] = rp
     return c
 
@@ -179,6 +184,10 @@ def matrix_entry(c):
         text = f"{v} in {runs_text(c)} runs" if runs_text(c) else v
         if c.get("expected") and c["measured"] != c["expected"]:
             text += f" (expected {c['expected']})"
+        if c.get("valid") is False:
+            text += "; the checker found the history invalid (valid? no)"
+        return {"verdict": v, "text": text, "cell": c["cell"], "runs": runs_text(c),
+                "valid": c.get("valid")}
     else:
         v = "held" if c["consistent"] else "broke"
         text = verdict(c)

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # report.html renders in headless Chromium (no network, no JavaScript):
-# the DOM holds the verdicts and the <svg> charts, and text from the
-# results is escaped. Renders a fixed results.json with compare --render.
+# the DOM holds the decision matrix (first), the guard sections, the
+# verdicts and the <svg> charts with their data tables, and text from the
+# results is escaped. Renders a fixed results.json with compare --render
+# (a folder holding nothing else: rendering reads only results.json).
 # Exit 0 pass, 77 skip (no chromium or python3), 1 fail.
 set -u
 name=test_report_html
@@ -63,13 +65,25 @@ need 'skipped: guard not in this build' "the skipped verdict"
 [ "$(grep -o '<svg' "$dom" | wc -l)" -ge 4 ] || fail "DOM has fewer than 4 <svg> charts"
 need 'class="chart oversold"' "the oversold chart"
 need 'class="chart throughput"' "the throughput chart"
-need 'class="latency"' "the latency chart"
+need 'class="chart latency"' "the latency chart"
+need '<table class="matrix">' "the decision matrix"
+need 'id="guard-none"' "the section of guard none"
+need 'id="guard-conditional-update"' "the section of guard conditional-update"
+need 'href="#guard-none"' "the matrix link to guard none"
+need '<table class="data">' "a chart's data table"
+# the matrix comes before everything else
+m=$(grep -n 'class="matrix"' "$dom" | head -1 | cut -d: -f1)
+v=$(grep -n 'class="verdicts"' "$dom" | head -1 | cut -d: -f1)
+[ -n "$m" ] && [ -n "$v" ] && [ "$m" -lt "$v" ] || fail "the matrix is not above the verdict table"
 need '<path d="M' "a latency curve"
 need 'MariaDB 10.11' "the machine line"
 need 'abc123' "the commit"
 grep -q '<script' "$dom" && fail "the description's <script> was not escaped"
 need '&lt;script&gt;alert(1)&lt;/script&gt; &amp;' "the escaped description"
-if grep -oE '(src|href)="https?://[^"]*"' "$tmp/out/report.html" | grep -q .; then
+# links to the Prometheus queries are fine; nothing may be loaded
+if grep -oE '(src|xlink:href)="https?://[^"]*"|<link[^>]*href="https?://|url\(https?://' "$tmp/out/report.html" | grep -q .; then
     fail "report.html loads something from the network"
 fi
+[ "$(ls "$tmp/out" | sort | tr '\n' ' ')" = "report.html report.md results.csv results.json " ] \
+    || fail "render wrote other files: $(ls "$tmp/out")"
 echo "$name: pass"

@@ -22,7 +22,14 @@ def sample():
              load_cell(2, "conditional-update", 1, 1000, 0, 0, True, 1000),
              load_cell(3, "none", 2, 1999, 999, 1861, False, 1999),
              load_cell(4, "conditional-update", 2, 1000, 0, 0, True, 1000),
-             fault_cell(5, "pause", "redis-lock", "broke", "broke", lost=47),
+             fault_cell(5, "pause", "redis-lock", "broke", "broke", lost=47,
+                        outcomes={"ok": 100, "refused": 2, "indeterminate": 1},
+                        invariant={"oversold": 0, "lost_updates": 47, "undersold": 0, "duplicates": 0,
+                                   "unacknowledged": 0, "phantom": 0, "valid": False,
+                                   "violations": {"oversold": [], "lost_updates": ["r-1-7", "r-1-8"],
+                                                  "undersold": [], "duplicates": []}},
+                        valid=False,
+                        reproduce="printf x > /tmp/cell.conf && loadtest/compare --scenario /tmp/cell.conf"),
              {"cell": 6, "label": "redis-lock/no-watchdog", "guard": "redis-lock", "instances": 2,
               "path": "direct", "stock": 1000, "requests": 2000, "concurrency": 32, "threads": 2,
               "hold_ms": 250, "rate": 0, "fields": {"watchdog": False}, "status": "skipped",
@@ -45,6 +52,17 @@ class RenderTest(unittest.TestCase):
             self.assertEqual(len(rows), 6)
             self.assertEqual(rows[0]["verdict"], "oversold 1000 units, lost 1825 updates")
 
+    def test_matrix_in_markdown_and_results(self):
+        res = sample()
+        m = res["matrix"]
+        self.assertEqual(m["none"]["1 instance"]["verdict"], "broke")
+        self.assertEqual(m["conditional-update"]["N instances"]["verdict"], "held")
+        self.assertEqual(m["redis-lock"]["pause"]["verdict"], "broke")
+        md = render_md(res)
+        self.assertIn("## Which guard? The decision matrix", md)
+        self.assertIn("| `redis-lock` |", md)
+        self.assertIn("lost_updates: r-1-7 r-1-8", md)
+
     def test_markdown(self):
         md = render_md(sample())
         self.assertIn("| `conditional-update` | consistent | consistent |", md)
@@ -59,7 +77,18 @@ class RenderTest(unittest.TestCase):
         self.assertIn("oversold 1000 units, lost 1825 updates", h)
         self.assertIn("&lt;script&gt;x&lt;/script&gt; &amp;", h)
         self.assertNotIn("<script", h)
-        self.assertIsNone(re.search(r'(src|href)="https?://', h))
+        self.assertIsNone(re.search(r'(src|xlink:href)="https?://|<link[^>]*href="https?://', h))
+        # the matrix first, linked to the guard sections and the cells
+        self.assertLess(h.index('class="matrix"'), h.index('class="verdicts"'))
+        self.assertIn('href="#guard-none"', h)
+        self.assertIn('id="guard-none"', h)
+        self.assertIn('id="cell-5"', h)
+        # the fault cell: outcomes, invariant with order_ids, valid?, command
+        self.assertIn('class="outcomes"', h)
+        self.assertIn("r-1-7 r-1-8", h)
+        self.assertIn("valid? NO", h)
+        self.assertIn("fault-window", h)
+        self.assertIn("loadtest/compare --scenario /tmp/cell.conf", h)
         self.assertGreaterEqual(h.count("<svg"), 4)
         self.assertIn("pause/redis-lock", h)
 

@@ -133,10 +133,13 @@ int guard_health(const char **up, size_t nup, size_t *nup_out, const char **back
         if (!guards[i]->health)
             continue;
         const char *name = guards[i]->name;
-        if (guards[i]->health(&name, err, errlen) != 0) {
+        int h = guards[i]->health(&name, err, errlen);
+        if (h < 0) {
             *backend = name;
             return -1;
         }
+        if (h > 0)
+            continue;   /* not configured: neither up nor down */
         if (*nup_out < nup)
             up[(*nup_out)++] = name;
     }

@@ -69,8 +69,18 @@ TABLE_COLS = [
     ("lock waits", lambda c: c.get("lock_waits", "-")),
     ("wait ms (mean)", lambda c: fmt_num(c.get("lock_wait_mean_ms"), 2)),
     ("lock timeouts", lambda c: c.get("lock_timeouts", "-")),
+    ("runs", lambda c: (c.get("repeat") or {}).get("n", 1)),
+    ("ok/s range", lambda c: spread_text(c, "ok_per_s")),
+    ("p99 range", lambda c: spread_text(c, "p99_ms")),
     ("verdict", verdict),
 ]
+# Shown only when some cell ran more than once.
+REPEAT_COLS = ("runs", "ok/s range", "p99 range")
+
+
+def spread_text(c, key):
+    sp = ((c.get("repeat") or {}).get("spread") or {}).get(key)
+    return f"{sp['min']:g}..{sp['max']:g}" if sp else "-"
 
 SUMMARY_COLS = ["guard", "inst", "path", "sold", "oversold", "lost upd", "ok/s", "req/s",
                 "p50 ms", "p99 ms", "max ms", "verdict"]
@@ -78,6 +88,8 @@ SUMMARY_COLS = ["guard", "inst", "path", "sold", "oversold", "lost upd", "ok/s",
 
 def table_rows(cells, cols):
     sel = [(h, f) for h, f in TABLE_COLS if h in cols] if cols else TABLE_COLS
+    if not any((c.get("repeat") or {}).get("n", 1) > 1 for c in cells):
+        sel = [(h, f) for h, f in sel if h not in REPEAT_COLS]
     return [h for h, _ in sel], [[str(f(c)) for _, f in sel] for c in cells]
 
 

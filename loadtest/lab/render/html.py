@@ -3,23 +3,48 @@ no JavaScript)."""
 
 import json
 
-from ..verdicts import verdict, verdict_class
-from .common import E, ordered_unique, series_of, table_rows, verdict_grid
-from .svg import svg_bars, svg_latency, svg_timeline
+from ..verdicts import recover_text, verdict, verdict_class
+from .common import E, table_rows, verdict_grid
+from .charts import charts_html
+from .matrix import html_guard_sections, html_matrix
+from .prom import prometheus_links
+from .svg import svg_timeline
 from .text import fault_rows, FAULT_COLS
 
 
 CSS = """
-body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:24px;color:#222;max-width:1400px}
-h1{font-size:22px}h2{font-size:18px;margin-top:28px;border-bottom:1px solid #ddd}
+:root{color-scheme:light dark;--fg:#1d1d1f;--bg:#fff;--mute:#555;--line:#ccc;--head:#f0f0f0;
+ --good:#dff3dc;--goodfg:#14532d;--bad:#fbdcda;--badfg:#8a1c12;--skip:#efefef;--skipfg:#666;--code:#f3f3f3}
+@media (prefers-color-scheme:dark){:root{--fg:#e6e6e6;--bg:#161618;--mute:#aaa;--line:#444;--head:#26262a;
+ --good:#183d20;--goodfg:#b9f0c4;--bad:#4a1714;--badfg:#ffc9c2;--skip:#2a2a2d;--skipfg:#aaa;--code:#26262a}}
+body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:24px;color:var(--fg);
+ background:var(--bg);max-width:1400px}
+a{color:inherit}
+h1{font-size:22px}h2{font-size:18px;margin-top:28px;border-bottom:1px solid var(--line)}h3{font-size:15px}
 table{border-collapse:collapse;font-size:12px;margin:8px 0}
-td,th{border:1px solid #ccc;padding:3px 6px;text-align:right;white-space:nowrap}
-th{background:#f3f3f3}td.l,th.l{text-align:left}
-td.good{background:#e3f4e1}td.bad{background:#fbe0df;font-weight:bold}td.skip{background:#f1f1f1;color:#777}
-.meta{font-size:13px;color:#444}.meta code{background:#f3f3f3;padding:0 3px}
-svg{display:block;margin:12px 0;max-width:100%;height:auto;font-family:inherit}
-.wide{overflow-x:auto}
+td,th{border:1px solid var(--line);padding:3px 6px;text-align:right;white-space:nowrap}
+th{background:var(--head)}td.l,th.l{text-align:left}
+td.good,.badge.good{background:var(--good);color:var(--goodfg)}
+td.bad,.badge.bad{background:var(--bad);color:var(--badfg);font-weight:bold}
+td.skip{background:var(--skip);color:var(--skipfg)}
+td.warn{background:#fdebc8;color:#6b4500;font-weight:bold}
+.badge{padding:1px 6px;border-radius:3px}
+table.matrix{font-size:13px}table.matrix td.l{white-space:normal;max-width:14em}table.matrix td.v{text-align:center}table.matrix td.use{white-space:normal;min-width:18em}
+td.ids{white-space:normal;font-family:ui-monospace,monospace;max-width:40em}
+.meta{font-size:13px;color:var(--mute)}.meta code,code{background:var(--code);padding:0 3px}
+pre{background:var(--code);padding:6px 8px;overflow-x:auto;font-size:12px}
+figure{margin:12px 0}figure.chart{background:#fff;color:#1d1d1f;padding:6px;border-radius:4px;max-width:980px}
+svg{display:block;margin:12px 0;max-width:100%;height:auto;font-family:inherit;background:#fff;color:#1d1d1f}
+details{margin:6px 0}summary{cursor:pointer;font-size:13px}
+.wide{overflow-x:auto}section.guard,section.fault-cell{border-top:1px dashed var(--line);margin-top:14px}
+@media print{body{margin:0;max-width:none;color:#000;background:#fff}.wide{overflow:visible}
+ section.guard,section.fault-cell,figure{break-inside:avoid}a{text-decoration:none}
+ details{display:block}td.bad{border:2px solid #000}}
 """
+
+
+def load_cells(cells):
+    return [c for c in cells if not c.get("fault")]
 
 
 def render_html(res):
@@ -27,17 +52,33 @@ def render_html(res):
     m = res["machine"]
     sc = res["scenario"]
     o = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+         '<meta name="viewport" content="width=device-width, initial-scale=1">',
          f"<title>{E('Comparison report: ' + sc['name'])}</title>", f"<style>{CSS}</style></head><body>",
          f"<h1>Comparison report: {E(sc['name'])}</h1>"]
     if sc.get("description"):
         o.append(f"<p>{E(sc['description'])}</p>")
     o.append('<p class="meta">')
-    o.append(f"run {E(res['started'])} ({res['elapsed_s']:.0f} s) &middot; commit <code>{E(res['git'])}</code>"
+    rep = res.get("repeat", 1)
+    o.append(f"run {E(res['started'])} ({res['elapsed_s']:.0f} s"
+             + (f", every cell {rep} times" if rep > 1 else "") + f") &middot; commit <code>{E(res['git'])}</code>"
              f" &middot; scenario file <code>{E(sc['file'])}</code><br>")
     o.append(f"machine: {m['cores']} cores, kernel {E(m['kernel'])}, {E(m['mariadb'])}, {E(m['redis'])}"
              f" &middot; loadgen <code>{E(res.get('loadgen', ''))}</code></p>")
 
+    o += html_matrix(res)
     o += render_faults_html(cells, E)
+    lc = load_cells(cells)
+    if lc:
+        o += load_sections(lc, res)
+    o += html_guard_sections(res)
+    o += all_cells(cells)
+    o += prometheus_links(res)
+    o.append("</body></html>\n")
+    return "\n".join(o)
+
+
+def load_sections(cells, res):
+    o = []
     rows, cols, grid = verdict_grid(cells)
     o.append('<h2>Verdict per guard</h2><table class="verdicts"><tr><th class="l">guard</th>'
              + "".join(f"<th>{E(c)}</th>" for c in cols) + "</tr>")
@@ -51,30 +92,16 @@ def render_html(res):
                 o.append(f'<td class="l {verdict_class(c)}">{E(verdict(c))}</td>')
         o.append("</tr>")
     o.append("</table>")
-
-    ser = series_of(cells)
-    ok = [c for c in cells if c.get("status") == "ok"]
-    series = ordered_unique(ser[c["cell"]] for c in cells)
-    over = {(c["label"], ser[c["cell"]]): c["oversold"] for c in ok}
-    lost = {(c["label"], ser[c["cell"]]): c["lost_updates"] for c in ok}
-    okps = {(c["label"], ser[c["cell"]]): c["ok_per_s"] for c in ok}
-    rps = {(c["label"], ser[c["cell"]]): c["rps"] for c in ok}
     o.append("<h2>Charts</h2>")
-    o.append(svg_bars("Units oversold per guard", rows, series, over, "units oversold", "chart oversold"))
-    o.append(svg_bars("Lost updates per guard", rows, series, lost, "lost updates", "chart lost"))
-    o.append(svg_bars("Throughput per guard: successful deductions/s", rows, series, okps,
-                      "deductions/s", "chart throughput"))
-    o.append(svg_bars("Throughput per guard: answers/s (all statuses)", rows, series, rps,
-                      "requests/s", "chart rps"))
-    for s in series:
-        curves = [(c["label"], c["latency_curve"]) for c in ok if ser[c["cell"]] == s and c.get("latency_curve")]
-        if curves:
-            o.append(svg_latency(f"Latency percentiles ({s})", curves))
+    o += charts_html(cells, rows)
+    return o
 
+
+def all_cells(cells):
     heads, trs = table_rows(cells, None)
-    o.append('<h2>All cells</h2><div class="wide"><table class="cells"><tr>'
-             + "".join(f'<th class="{"l" if h in ("guard", "path", "status", "errors", "verdict") else ""}">{E(h)}</th>'
-                       for h in heads) + "</tr>")
+    o = ['<h2>All cells</h2><div class="wide"><table class="cells"><tr>'
+         + "".join(f'<th class="{"l" if h in ("guard", "path", "status", "errors", "verdict") else ""}">{E(h)}</th>'
+                   for h in heads) + "</tr>"]
     for c, r in zip(cells, trs):
         tds = []
         for h, v in zip(heads, r):
@@ -82,7 +109,8 @@ def render_html(res):
             if h == "verdict":
                 cl = "l " + verdict_class(c)
             tds.append(f'<td class="{cl}">{E(v)}</td>')
-        o.append("<tr>" + "".join(tds) + "</tr>")
+        rid = "" if c.get("fault") else f' id="cell-{c["cell"]}"'
+        o.append(f"<tr{rid}>" + "".join(tds) + "</tr>")
     o.append("</table></div>")
     fx = [c for c in cells if c.get("fields")]
     if fx:
@@ -99,10 +127,7 @@ def render_html(res):
     o.append('<p class="meta">sold = ledger rows; oversold = max(0, sold - initial); lost updates = '
              "sold - (initial - stock); ok/s = successful deductions per second; req/s = all answers per "
              "second; latency from loadgen (open loop: from the intended send time).</p>")
-    o.append("</body></html>\n")
-    return "\n".join(o)
-
-
+    return o
 
 
 def render_faults_html(cells, esc):
@@ -120,17 +145,89 @@ def render_faults_html(cells, esc):
         if c.get("status") == "ok":
             cl = "good" if c["measured"] == "held" else "bad"
         o.append("<tr>" + "".join(f'<td class="l">{esc(x)}</td>' for x in r[:4])
-                 + f'<td class="l {cl}">{esc(r[4])}</td><td class="l">{esc(r[5])}</td></tr>')
+                 + f'<td class="l {cl}"><a href="#cell-{c["cell"]}">{esc(r[4])}</a></td><td class="l">{esc(r[5])}</td>'
+                 + f'<td class="l {"good" if r[6] == "yes" else "bad" if r[6] == "no" else "skip"}">{esc(r[6])}</td></tr>')
     o.append("</table><ul>")
     for c, _ in rows:
         if c.get("expected_why"):
             o.append(f"<li><code>{esc(c['label'])}</code>: {esc(c['expected_why'])}</li>")
-    o.append("</ul><h3>Timelines</h3>")
+    o.append("</ul>")
     for c, _ in rows:
-        svg = svg_timeline(c)
-        if svg:
-            o.append(svg)
-            tl = c.get("timeline") or {}
-            if "never_sent" in tl:
-                o.append(f'<p class="meta">offered {tl.get("offered")}, never sent {tl["never_sent"]}</p>')
+        o += fault_cell_html(c, esc)
+    return o
+
+
+INV_ROWS = [
+    # (key, what it means)
+    ("oversold", "units sold that never existed (ledger rows past the initial stock)"),
+    ("lost_updates", "sales the stock row never saw (a stale write overwrote them)"),
+    ("undersold", "units taken from stock but never sold (leaked)"),
+    ("duplicates", "order_ids sold more than once"),
+    ("unacknowledged", "ok answers with no sale in the ledger"),
+    ("phantom", "sales beyond the ok and indeterminate answers (a refusal that sold)"),
+]
+
+
+def fault_cell_html(c, esc):
+    """One fault cell in Jepsen's terms: outcomes, the invariant with the
+    violating order_ids, valid?, latency, the timeline, the command."""
+    o = [f'<section class="fault-cell" id="cell-{c["cell"]}"><h3>{esc(c["label"])}</h3>']
+    if c.get("status") != "ok":
+        o.append(f'<p class="meta">{esc(c.get("status", ""))}: {esc(c.get("reason", ""))}</p></section>')
+        return o
+    rp = c.get("repeat") or {}
+    n = rp.get("n", 1)
+    valid = c.get("valid")
+    vcls = "good" if valid else "bad"
+    runs = f" in {rp['held'] if c['measured'] == 'held' else rp['broke']}/{rp['ok']} runs" if n > 1 else ""
+    o.append(f'<p><span class="badge {"good" if c["measured"] == "held" else "bad"}">{esc(c["measured"])}{esc(runs)}</span> '
+             f'expected {esc(c.get("expected", "-"))}'
+             + (f' &middot; <span class="badge {vcls}">valid? {"yes" if valid else "NO"}</span>' if valid is not None else "")
+             + "</p>")
+    outc = c.get("outcomes")
+    if outc:
+        total = sum(outc.values()) or 1
+        o.append('<table class="outcomes"><tr><th class="l">outcome</th><th>operations</th><th>share</th>'
+                 '<th class="l">meaning</th></tr>')
+        for k, what in (("ok", "answered 2xx: sold"),
+                        ("refused", "4xx, or 503 other than backend_unavailable: nothing sold (the API's promise)"),
+                        ("indeterminate", "no answer, another 5xx, or 503 backend_unavailable (may be a lost "
+                                          "COMMIT reply): maybe sold")):
+            o.append(f'<tr><td class="l">{k}</td><td>{outc[k]}</td><td>{100 * outc[k] / total:.0f}%</td>'
+                     f'<td class="l">{esc(what)}</td></tr>')
+        o.append("</table>")
+    inv = c.get("invariant")
+    if inv:
+        hdr = "Invariant: every unit sold existed, was counted once, and was answered"
+        if c.get("invariant_run") and (c.get("repeat") or {}).get("n", 1) > 1:
+            hdr += f" (run {c['invariant_run']}, the first invalid one)"
+        o.append(f'<p><b>{esc(hdr)}</b></p><table class="invariant"><tr><th class="l">check</th><th>count</th>'
+                 '<th class="l">violating order_ids (up to 10)</th><th class="l">meaning</th></tr>')
+        for k, what in INV_ROWS:
+            v = inv.get(k, 0)
+            ids = (inv.get("violations") or {}).get(k) or []
+            o.append(f'<tr><td class="l">{k.replace("_", " ")}</td><td class="{"bad" if v else "good"}">{v}</td>'
+                     f'<td class="l ids">{esc(" ".join(ids)) or ("-" if not v else "(no order_id: counted from the audit)")}</td>'
+                     f'<td class="l">{esc(what)}</td></tr>')
+        o.append("</table>")
+    lat = c.get("latency_ms") or {}
+    if lat:
+        o.append('<p class="meta">latency (buyers, from the intended send time): '
+                 + " &middot; ".join(f"{k} {lat[k]:.1f} ms" for k in ("p50", "p90", "p99", "p999", "max") if lat.get(k) is not None)
+                 + f" &middot; time to recover: {esc(recover_text(c))}</p>")
+    if c.get("expected_why"):
+        o.append(f'<p class="meta">why {esc(c.get("expected", ""))} is expected: {esc(c["expected_why"])}</p>')
+    svg = svg_timeline(c)
+    if svg:
+        o.append(svg)
+        tl = c.get("timeline") or {}
+        if "never_sent" in tl:
+            o.append(f'<p class="meta">offered {tl.get("offered")}, never sent {tl["never_sent"]}</p>')
+    if n > 1:
+        o.append('<p class="meta">runs: ' + "; ".join(
+            f"run {r['run']}: {r.get('measured', r.get('status'))}, valid {'yes' if r.get('valid') else 'no'}"
+            for r in c.get("runs", [])) + "</p>")
+    if c.get("reproduce"):
+        o.append(f'<p class="meta">reproduce this cell:</p><pre class="cmd">{esc(c["reproduce"])}</pre>')
+    o.append("</section>")
     return o

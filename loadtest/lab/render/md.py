@@ -4,6 +4,7 @@ import json
 
 from ..verdicts import verdict
 from .common import md_escape, table_rows, verdict_grid
+from .matrix import md_guard_sections, md_matrix
 from .text import fault_rows, FAULT_COLS
 
 
@@ -18,8 +19,9 @@ def render_md(res):
           f"- machine: {m['cores']} cores, kernel {md_escape(m['kernel'])}, {md_escape(m['mariadb'])}, "
           f"{md_escape(m['redis'])}",
           f"- scenario file: `{md_escape(sc['file'])}`", ""]
+    o += md_matrix(res)
     o += render_faults_md(cells, md_escape)
-    rows, cols, grid = verdict_grid(cells)
+    rows, cols, grid = verdict_grid([c for c in cells if not c.get("fault")] or cells)
     o += ["## Verdict", "", "| guard | " + " | ".join(md_escape(c) for c in cols) + " |",
           "|---|" + "---|" * len(cols)]
     for r in rows:
@@ -32,6 +34,8 @@ def render_md(res):
             v = verdict(c)
             vals.append(f"**{md_escape(v)}**" if c.get("status") == "ok" and not c["consistent"] else md_escape(v))
         o.append(f"| `{md_escape(r)}` | " + " | ".join(vals) + " |")
+    o.append("")
+    o += md_guard_sections(res)
     heads, trs = table_rows(cells, None)
     o += ["", "## All cells", "", "| " + " | ".join(heads) + " |", "|" + "---|" * len(heads)]
     o += ["| " + " | ".join(md_escape(x) for x in r) + " |" for r in trs]
@@ -64,11 +68,21 @@ def render_faults_md(cells, esc):
         v = r[4]
         if c.get("status") == "ok" and c["measured"] != c["expected"]:
             v = f"**{v}**"
-        o.append("| " + " | ".join(esc(x) for x in r[:4]) + f" | {esc(v)} | {esc(r[5])} |")
+        o.append("| " + " | ".join(esc(x) for x in r[:4]) + f" | {esc(v)} | {esc(r[5])} | {esc(r[6])} |")
     o += ["", "Why each verdict is expected:", ""]
     for c, _ in rows:
         if c.get("expected_why"):
             o.append(f"- `{esc(c['label'])}`: {esc(c['expected_why'])}")
+    o += ["", "Outcomes and invariant per fault cell (ok / refused / indeterminate; oversold, lost, "
+          "undersold, duplicates; valid?):", ""]
+    for c, _ in rows:
+        if c.get("outcomes") and c.get("invariant"):
+            oc, inv = c["outcomes"], c["invariant"]
+            ids = [f"{k}: {' '.join(v)}" for k, v in (inv.get("violations") or {}).items() if v]
+            o.append(f"- `{esc(c['label'])}`: ok {oc['ok']}, refused {oc['refused']}, indeterminate "
+                     f"{oc['indeterminate']}; oversold {inv['oversold']}, lost {inv['lost_updates']}, "
+                     f"undersold {inv['undersold']}, duplicates {inv['duplicates']}; valid "
+                     f"{'yes' if inv['valid'] else 'no'}" + (f"; order_ids {esc('; '.join(ids))}" if ids else ""))
     o += ["", "Fault moments (seconds since the load started):", ""]
     for c, _ in rows:
         if c.get("events"):

@@ -184,14 +184,26 @@ def svg_timeline(c, esc=E):
     o.append(line("ok", ymax, "#59a14f"))
     o.append(line("errors", ymax, "#e15759"))
     o.append(line("p99_ms", pmax, "#888", 'stroke-dasharray="5,3"'))
-    for i, e in enumerate(c.get("events") or []):
+    # the fault windows, shaded: from a fault to the next "end" event (or
+    # to the end of the run: a killed process comes back only after it)
+    evs = c.get("events") or []
+    for i, e in enumerate(evs):
+        if e["kind"] != "fault":
+            continue
+        end = next((x["t"] for x in evs[i + 1:] if x["kind"] == "end"), n)
+        x0, x1 = X(min(e["t"], n)), X(min(end, n))
+        o.append(f'<rect class="fault-window" x="{x0:.1f}" y="{top}" width="{max(x1 - x0, 1):.1f}" '
+                 f'height="{ph}" fill="#e15759" fill-opacity="0.12"><title>fault window: '
+                 f'{esc(e["what"])}</title></rect>')
+    for i, e in enumerate(evs):
         x = X(e["t"])
         col = "#e15759" if e["kind"] == "fault" else ("#4e79a7" if e["kind"] == "end" else "#999")
         o.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{top}" y2="{top + ph}" stroke="{col}" '
                  f'stroke-dasharray="4,2"><title>{esc(e["what"])}</title></line>')
         o.append(f'<text x="{x + 3:.1f}" y="{top + 12 + 11 * (i % 4)}" font-size="10" fill="{col}">'
                  f'{esc(e["what"])}</text>')
-    lg = [("sales/s", "#59a14f"), ("errors/s", "#e15759"), ("p99 ms (right axis)", "#888")]
+    lg = [("sales/s", "#59a14f"), ("errors/s", "#e15759"), ("p99 ms (right axis)", "#888"),
+          ("fault window", "#f6d5d5")]
     if open_loop:
         lg.append(("offered/s", "#bbb"))
     x = left

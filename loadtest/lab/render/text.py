@@ -2,7 +2,7 @@
 
 import re
 
-from ..verdicts import measured_text, recover_text
+from ..verdicts import measured_text, recover_text, runs_text
 from .common import SUMMARY_COLS, table_rows
 
 
@@ -19,7 +19,7 @@ def text_table(cells):
 
 
 
-FAULT_COLS = ["scenario", "guard", "expected", "measured", "held/broke", "time to recover"]
+FAULT_COLS = ["scenario", "guard", "expected", "measured", "held/broke", "time to recover", "valid?"]
 
 
 def fault_rows(cells):
@@ -32,11 +32,13 @@ def fault_rows(cells):
         if c.get("status") != "ok":
             why = c.get("reason", "")
             out.append((c, [c["fault"], label, c.get("expected", "-"),
-                            f"{c.get('status')}: {why}", "-", "-"]))
+                            f"{c.get('status')}: {why}", "-", "-", "-"]))
             continue
         mark = "as expected" if c["measured"] == c["expected"] else "NOT as expected"
+        runs = f" in {runs_text(c)} runs" if runs_text(c) else ""
+        valid = "-" if c.get("valid") is None else ("yes" if c["valid"] else "no")
         out.append((c, [c["fault"], label, c["expected"], measured_text(c),
-                        f"{c['measured']} ({mark})", recover_text(c)]))
+                        f"{c['measured']}{runs} ({mark})", recover_text(c), valid]))
     return out
 
 
