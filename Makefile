@@ -7,7 +7,8 @@
 #                   FUZZ_TIME=300 s; `make test` runs it 20 s via tests/checks)
 #   make demo       the comparison demo          make bench   benchmarks
 #   make compose-test  the lab under docker-compose on a real engine (root;
-#                   starts a private dockerd when none answers)
+#                   starts a private dockerd when none answers): every
+#                   guard, one fault per family, a single-node swarm
 #   V=1             show full commands
 
 CC       ?= cc
@@ -167,8 +168,10 @@ bench: all
 	$(Q)LAB_BUILD=$(BUILD) bash loadtest/bench
 
 # tests/compose/run: engine (existing or private), images (pulled, or built
-# offline by deploy/docker/offline-images), then the profiles under load;
-# uses $(BUILD)/bin/loadgen on the host.
+# offline by deploy/docker/offline-images), then every guard exact on 2
+# instances, faults (pause, crash, restart, Sentinel failover), the profiles
+# under load, and deploy/swarm/stack.yml on a single-node swarm; uses
+# $(BUILD)/bin/loadgen on the host.
 compose-test: all
 	$(Q)LAB_BUILD=$(BUILD) bash tests/compose/run
 

@@ -10,10 +10,10 @@ below documents them); the runner and the fault cells use nothing else:
 
 Process names are deploy/local/stack's: inventory-N, order-1, mysql, redis,
 redis-replica, sentinel-N, redis-mN. Drivers: `local` (LocalStack, the
-embedded stack through deploy/local/stack) and `external` (ExternalStack:
-services somebody else runs; no fault verbs). A `compose` driver (docker
-pause/kill/stop/start on the compose project's containers) is one more
-subclass of Driver registered in DRIVERS; lab.cli picks it by --driver."""
+embedded stack through deploy/local/stack), `external` (ExternalStack:
+services somebody else runs; no fault verbs) and `compose` (ComposeStack in
+compose_driver.py: docker pause/unpause/kill/stop/start on the running
+compose project's containers). lab.cli picks one by --driver."""
 
 import os
 import shutil
@@ -302,7 +302,10 @@ def make_driver(name, stack_dir, log):
         return ExternalStack(os.environ["LAB_INVENTORY_URLS"], os.environ.get("LAB_ORDER_URL"), log)
     if name == "local":
         return LocalStack(stack_dir or "./run", log)
+    if name == "compose":
+        from .compose_driver import ComposeStack   # it subclasses Driver: imported late
+        return ComposeStack(log)
     raise ValueError(f"unknown driver '{name}' (known: {', '.join(DRIVERS)})")
 
 
-DRIVERS = ("local", "external")
+DRIVERS = ("local", "external", "compose")

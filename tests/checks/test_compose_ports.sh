@@ -126,8 +126,23 @@ for svc_name, svc in services.items():
         problems.append(f"{svc_name}: REDLOCK_NODES has {len(nodes)} nodes, redlock needs 3")
     for n in nodes:
         host, _, port = n.partition(":")
-        if host not in services or "redlock" not in (services[host].get("profiles") or []) or port != "6379":
-            problems.append(f"{svc_name}: REDLOCK_NODES entry {n} is not a redlock-profile redis on 6379")
+        if host not in services or services[host].get("profiles") or port != "6379":
+            problems.append(f"{svc_name}: REDLOCK_NODES entry {n} is not a base-profile redis on 6379")
+    # Every guard's backend is a base service on its real port.
+    for n in str(env.get("LAB_ZK_HOSTS") or "").split(","):
+        host, _, port = n.partition(":")
+        if host not in services or services[host].get("profiles") or port != "2181":
+            problems.append(f"{svc_name}: LAB_ZK_HOSTS entry {n} is not a base service on 2181")
+    ep = str(env.get("LAB_ETCD_ENDPOINTS") or "")
+    m = re.fullmatch(r"http://([^:/]+):2379", ep)
+    if not m or m.group(1) not in services or services[m.group(1)].get("profiles"):
+        problems.append(f"{svc_name}: LAB_ETCD_ENDPOINTS {ep!r} is not http://<base service>:2379")
+    for n in str(env.get("LAB_REDIS_SENTINELS") or "").split(","):
+        host, _, port = n.partition(":")
+        cmd = " ".join(map(str, (services.get(host) or {}).get("command") or []))
+        if host not in services or services[host].get("profiles") or port != "26379" \
+                or "port 26379" not in cmd or "--sentinel" not in cmd:
+            problems.append(f"{svc_name}: LAB_REDIS_SENTINELS entry {n} is not a base Sentinel on 26379")
 order = services.get("order") or {}
 if env_of(order).get("MYSQL_HOST") == "mysql" and str(env_of(order).get("MYSQL_PORT")) != "3306":
     problems.append("order: MYSQL_PORT is not 3306")

@@ -106,7 +106,7 @@ if inv.get("ports"):
     problems.append("inventory (scalable): publishes host ports; only nginx (lb) may")
 
 # Profiles hold what they promise.
-want_profiles = {"redis-m1": "redlock", "redis-m2": "redlock", "redis-m3": "redlock",
+want_profiles = {"redis-replica": "replica",
                  "inventory": "lb", "lb": "lb", "loadtest": "bench"}
 for svc_name, profile in want_profiles.items():
     svc = services.get(svc_name)
@@ -114,7 +114,12 @@ for svc_name, profile in want_profiles.items():
         problems.append(f"service {svc_name} (profile {profile}) missing")
     elif profile not in (svc.get("profiles") or []):
         problems.append(f"{svc_name}: not in profile {profile}")
-for svc_name in ("mysql", "redis", "inventory-1", "inventory-2", "order"):
+# A plain `up` runs what every guard needs.
+for svc_name in ("mysql", "redis", "redis-m1", "redis-m2", "redis-m3", "sentinel-1",
+                 "sentinel-2", "sentinel-3", "zookeeper", "etcd", "inventory-1",
+                 "inventory-2", "order"):
+    if svc_name not in services:
+        problems.append(f"base service {svc_name} missing")
     if (services.get(svc_name) or {}).get("profiles"):
         problems.append(f"{svc_name}: a base service must not need a profile")
 for svc_name in ("redis-m1", "redis-m2", "redis-m3"):
