@@ -1,7 +1,19 @@
 """The fault choreographies' plans (buyers, duration, rate) and the verdict
 each cell is expected to reach, with why. Pure data: no stack, no I/O."""
 
-FAULTS = ("pause", "crash", "failover", "restart")
+FAULTS = ("pause", "crash", "failover", "restart", "reseed", "sigterm")
+
+# Guards that take a lease (accept lock_ttl_ms); the others get a 400 for it.
+LEASE_GUARDS = ("redis-lock", "segmented", "redlock", "lock-table", "etcd")
+# Guards that keep the stock (or a part of it) in Redis: the audit's drift
+# (Redis vs MySQL minus pending) is part of their verdict.
+REDIS_STOCK_GUARDS = ("segmented", "redis-decr", "redis-stream")
+# No guard across instances: every cell with buyers (or a holder) on one
+# instance and buyers on another loses updates, whatever the fault.
+NO_GUARD = ("none", "mutex")
+NO_GUARD_WHY = ("not the fault: {g} has no guard across instances; the holder's long hold_ms on "
+                "inventory-1 overlaps sales on inventory-2 and its write, computed from the stock it "
+                "read, loses them. Use any other guard")
 
 # Options other branches add: an invalid value of each must be refused
 # (400) by a build that has it.
@@ -20,12 +32,77 @@ PLAN = {
     "failover": {"duration": 12, "rate": 5, "buyers": [2], "stock": 100000},
     # restart: MariaDB down 2..4 s, then the Redis master down 7..9 s.
     "restart": {"duration": 13, "rate": 20, "buyers": [1, 2], "stock": 100000},
+    # reseed: holder in on inventory-1 at 1.0 (hold 2 s), buyers on
+    # inventory-1, the SKU reseeded (same stock) through inventory-2 at 1.5.
+    "reseed": {"duration": 6, "rate": 10, "buyers": [1], "stock": 100000},
+    # sigterm: holder in on inventory-1 at 1.0 (hold 1.5 s), buyers on both,
+    # `stack stop inventory-1` (SIGTERM, graceful drain) at 1.5, started
+    # again at 4.5.
+    "sigterm": {"duration": 8, "rate": 20, "buyers": [1, 2], "stock": 100000},
 }
 
 
 def expect(fault, guard, fields):
     """(expected 'held'|'broke', why) for one cell."""
     fencing = fields.get("fencing") is True
+    if guard in NO_GUARD and fault == "reseed":
+        return "held", ("buyers and holder on inventory-1 only (mutex serializes them; none's buyers "
+                        "at 10 req/s never overlap); the holder read the stock before the reseed, so "
+                        "its write is refused by the row's seeds (503, nothing sold)")
+    if guard in NO_GUARD and fault in ("pause", "failover", "sigterm", "restart"):
+        if fault == "restart":
+            return "broke", ("not the fault: {g} has no guard across instances; buyers on both "
+                             "instances overlap (hold_ms 20 at 20 req/s) and lose updates. Use any "
+                             "other guard").format(g=guard)
+        return "broke", NO_GUARD_WHY.format(g=guard)
+    if fault == "reseed":
+        if guard == "redis-stream":
+            return "held", ("the reseed waits for the SKU's unflushed sales and clears the ledger "
+                            "with them; sales after it start the new seed; drift 0")
+        if guard in ("redis-decr", "segmented"):
+            return "held", ("the reseed writes a new epoch; a sale decided in the old epoch gives its "
+                            "units back only into that epoch, and MySQL's relative write keeps the "
+                            "floor; drift 0 once settled")
+        if guard in LEASE_GUARDS or guard in ("zookeeper",):
+            return "held", ("the holder read the stock before the reseed: its write is refused "
+                            "(503, the row's seeds moved on), nothing sold; exact")
+        return "held", ("the reseed takes the row lock (waits for a holder's transaction) and "
+                        "resets stock and ledger at once; later writes are relative or version-checked")
+    if fault == "sigterm":
+        why = ("graceful drain: inventory-1 stops accepting, answers queued requests 503, finishes "
+               "the holder within its deadline, exits 0; buyers on inventory-2 go on; every answered "
+               "sale is in the ledger, nothing stranded")
+        if guard == "redis-stream":
+            why += "; its unflushed stream entries are claimed by inventory-2 (pending 0, drift 0)"
+        if guard == "redis-decr":
+            why += "; no intent left behind (drift 0)"
+        return "held", why
+    if fault == "pause" and guard not in LEASE_GUARDS and guard != "zookeeper":
+        if guard == "redis-stream":
+            return "held", ("write-behind in one Redis script: a paused instance holds no lease; its "
+                            "unflushed entries wait for it (or are claimed); drift 0 once settled")
+        if guard == "redis-decr":
+            return "held", ("no lease: the paused holder's decision stands in Redis as an intent; it "
+                            "writes MySQL relatively (with the floor) when resumed; drift 0")
+        return "held", (f"{guard} holds no lease that can run out: a paused holder keeps its row lock or "
+                        "has its version-checked / relative write checked against what others sold")
+    if fault == "pause" and guard == "segmented":
+        return "broke", ("the segment's lease (lock_ttl_ms 1000) ran out while the holder was paused; a "
+                         "buyer took the segment and sold; the resumed holder writes the segment value "
+                         "it read: Redis holds more than MySQL (drift > 0). segmented has no fencing")
+    if fault == "failover" and guard in ("redis-decr", "redis-stream", "segmented"):
+        if fields.get("replicas_ack"):
+            return "held", ("replicas_ack=1: a sale the stalled replica did not acknowledge is undone "
+                            "and answered 503, so the promoted replica misses no answered sale; drift 0")
+        opt = ("replicas_ack=1 makes it hold" if guard != "segmented" else
+               "segmented has no replicas_ack yet: only a synchronous acknowledgement would make it hold")
+        if guard == "redis-stream":
+            return "broke", ("the replica is asynchronous: sales answered from the master's stream never "
+                             "reached it; after the promotion they are lost (answered, never in MySQL) or, "
+                             "if flushed, Redis holds more than MySQL (drift > 0). " + opt)
+        return "broke", ("the replica is asynchronous: the decrements made while it lagged never reached "
+                         "it; the promoted replica holds more stock than MySQL (drift > 0), units MySQL "
+                         "does not have. " + opt)
     if fault == "pause":
         if fencing:
             return "held", ("the resumed holder's write carries an older token than the buyer's: "
@@ -59,6 +136,16 @@ def expect(fault, guard, fields):
             return "held", "the lease expires on every master after lock_ttl_ms: buyers sell again"
         if guard == "etcd":
             return "held", "nobody keeps the lease alive: etcd expires it and deletes the lock key after lock_ttl_ms"
+        if guard == "redis-decr":
+            return "held", ("killed between its Redis decision and its MySQL write: the intent passes its "
+                            "deadline and the next sale gives the units back; drift 0")
+        if guard == "redis-stream":
+            return "held", "the killed instance's unflushed stream entries are claimed by the other's flusher"
+        if guard in NO_GUARD:
+            return "held", ("the holder dies before writing (nothing lost); buyers on inventory-2 alone at "
+                            "10 req/s, hold_ms 20, one at a time: nothing overlaps")
+        if guard not in LEASE_GUARDS:
+            return "held", "MySQL rolls back the dead holder's transaction and frees its row lock"
         return "held", "the lock expires after its TTL (lock_ttl_ms): buyers sell again"
     if fault == "failover":
         if guard == "redlock":
@@ -68,7 +155,8 @@ def expect(fault, guard, fields):
             return "held", ("WAIT 1 gets no acknowledgement from the stalled replica: the holder's lock "
                             "is refused, so the promoted replica holds no lock anybody relies on; exact")
         return "broke", ("the lock never reached the stalled replica; Sentinel promoted it, a second "
-                         "buyer locked the same SKU: two holders, a lost update")
+                         "buyer locked the same SKU: two holders, a lost update. replicas_ack=1 "
+                         "(or redlock, or fencing) makes it hold")
     if fault == "restart":
         why = "0 oversold, 0 lost; 503 backend_unavailable while MariaDB or Redis is away"
         if guard == "lock-table":

@@ -12,7 +12,7 @@ import threading
 import time
 
 from .drivers import CellSkip
-from .faultplan import OPTION_PROBES, PLAN, expect
+from .faultplan import LEASE_GUARDS, OPTION_PROBES, PLAN, REDIS_STOCK_GUARDS, expect
 from .cell import run_prefix, shquote
 from .checker import invariant_block, outcomes
 from .net import http_json
@@ -72,6 +72,8 @@ class FaultRunner:
         b = {"sku": c["sku"], "qty": 1, "guard": c["guard"]}
         b.update(c["fields"])
         b.update(extra)
+        if c["guard"] not in LEASE_GUARDS:
+            b.pop("lock_ttl_ms", None)   # a guard without a lease refuses it (400)
         return b
 
     def holder(self, url, body, timeout, out):
@@ -264,16 +266,79 @@ class FaultRunner:
         self.stack.start(m)
         return None
 
+    # reseed: a holder mid-sale on inventory-1, the SKU reseeded through
+    # inventory-2 (same stock: a new seed)
+    def _reseed(self, c, at, ev, hold, prefix, after):
+        at(1.0)
+        th = self.holder(self.inv(1), self.body(c, {"order_id": f"{prefix}-holder", "hold_ms": 2000,
+                                                    "lock_wait_ms": 5000}), 30, hold)
+        ev("holder in (inventory-1, hold_ms 2000)", "mark")
+        at(1.5)
+        ev("reseed through inventory-2")
+        st, r = 0, {}
+        for _ in range(20):     # a reseed refused (sku_busy, 503) changed nothing: again
+            st, r = http_json("PUT", f"{self.inv(2)}/inventory/{c['sku']}", {"stock": c["stock"]},
+                              timeout=15)
+            if st == 200:
+                break
+            time.sleep(0.2)
+        hold["reseed"] = {"status": st, "error": r.get("error")}
+        ev(f"reseed answered {st}{' ' + str(r.get('error')) if st != 200 else ''}", "end")
+        return th
+
+    # sigterm: `stack stop` (SIGTERM, graceful drain) of inventory-1 while
+    # its holder is mid-sale, started again 3 s later
+    def _sigterm(self, c, at, ev, hold, prefix, after):
+        after.append(lambda: self.stack.start("inventory-1", check=False))
+        at(1.0)
+        th = self.holder(self.inv(1), self.body(c, {"order_id": f"{prefix}-holder", "hold_ms": 1500,
+                                                    "lock_wait_ms": 3000}), 30, hold)
+        ev("holder in (inventory-1, hold_ms 1500)", "mark")
+        at(1.5)
+        ev("SIGTERM inventory-1 (stack stop)")
+        t = time.time()
+        self.stack.stop("inventory-1")
+        hold["stop_s"] = round(time.time() - t, 2)
+        ev(f"inventory-1 exited after {hold['stop_s']} s", "mark")
+        at(4.5)
+        self.stack.start("inventory-1")
+        ev("inventory-1 started", "end")
+        return th
+
+    def settled_audit(self, c, wait_s=30):
+        """The audit once the Redis-stock guards settled: no pending
+        (write-behind) sale and a drift that could be read; the last audit
+        after wait_s."""
+        deadline = time.time() + wait_s
+        last, same = None, 0
+        while True:
+            st, audit = http_json("GET", f"{self.inv(2)}/inventory/{c['sku']}/audit")
+            if st != 200:
+                raise RuntimeError(f"audit of {c['sku']} answered {st}: {audit}")
+            if c["guard"] not in REDIS_STOCK_GUARDS:
+                return audit
+            if not audit.get("pending") and audit.get("drift") == 0:
+                return audit
+            # a drift that stays put with nothing pending is the verdict
+            d = audit.get("drift")
+            same = same + 1 if (d is not None and d == last and not audit.get("pending")) else 0
+            last = d
+            if same >= 6:
+                return audit
+            if time.time() > deadline:
+                return audit
+            time.sleep(0.5)
+
     # ---- results --------------------------------------------------------
 
     def finish(self, c, lg, events, hold, t0):
-        st, audit = http_json("GET", f"{self.inv(2)}/inventory/{c['sku']}/audit")
-        if st != 200:
-            raise RuntimeError(f"audit of {c['sku']} answered {st}: {audit}")
+        audit = self.settled_audit(c)
         sales = self.ledger_times(c["sku"])
         by_status = dict(lg["by_status"])
         by_error = dict(lg["by_error"])
         for h in (hold, hold.get("buyer_b") or {}):
+            if not isinstance(h, dict):
+                continue
             if "status" in h:
                 k = str(h["status"])
                 by_status[k] = by_status.get(k, 0) + 1
@@ -310,6 +375,21 @@ class FaultRunner:
             mine = next((s[0] for s in sales if s[2].endswith("-holder")), None)
             window = (hold["sent_at"], mine if mine is not None else hold.get("done_at", t0 + 1e9))
         inv = invariant_block(audit, sales, outc, window)
+        if c["fault"] == "reseed":
+            # the reseed cleared the ledger of the sales answered before it:
+            # answered sales missing from the ledger are not a violation here
+            inv["unacknowledged_unchecked"] = inv["unacknowledged"]
+            inv["unacknowledged"] = 0
+            inv["valid"] = not (inv["oversold"] or inv["lost_updates"] or inv["undersold"]
+                                or inv["duplicates"] or inv["phantom"])
+        if c["fault"] != "reseed":
+            # an answered sale missing from the ledger (a failover that lost
+            # it, a drain that stranded it) breaks the cell too; a reseed
+            # clears the ledger of the sales before it
+            held = held and inv["unacknowledged"] == 0
+        drift = audit.get("drift")
+        if c["guard"] in REDIS_STOCK_GUARDS and drift != 0:
+            held = False     # Redis and MySQL apart once settled (or unreadable)
         c.update({
             "status": "ok",
             "sold": audit["sold"], "oversold": audit["oversold"],
@@ -320,7 +400,9 @@ class FaultRunner:
             "ok_per_s": round(ok / dur, 1), "latency_ms": lg["latency_ms"], "latency_curve": [],
             "by_status": by_status, "by_error": by_error, "socket_errors": lg["errors"],
             "reconnects": lg.get("reconnects", 0), "requests": lg["requests"],
-            "fenced": fenced, "n503": n503,
+            "fenced": fenced, "n503": n503, "drift": drift, "pending": audit.get("pending"),
+            "unacknowledged": inv["unacknowledged"], "stop_s": hold.get("stop_s"),
+            "reseed": hold.get("reseed"),
             "holder": {"status": hold.get("status"), "error": hans.get("error"),
                        "detail": (hans.get("detail") or "")[:160]} if hold else None,
             "measured": "held" if held else "broke",

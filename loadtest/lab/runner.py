@@ -18,7 +18,8 @@ from .faults import FaultRunner
 from .guides import guide
 from .machine import git_rev, machine_info
 from .net import http_json
-from .scenario import expand_cells
+from .faultplan import FAULTS
+from .scenario import ScenarioError, expand_cells, parse_scenario, resolve_scenario
 from .verdicts import aggregate_runs, matrix_of, measured_text, recover_text, verdict
 
 SCENARIO_KEYS = ("name", "description", "guards", "instances", "path", "stock", "requests",
@@ -68,6 +69,20 @@ def run_line(c):
     return f"{verdict(c)}, {c['ok_per_s']} ok/s, p99 {c['latency_ms']['p99']} ms"
 
 
+def needs_failover(sc):
+    """A failover cell among the scenario's faults (named or in a listed file)."""
+    if "failover" in sc["fault"]:
+        return True
+    for name in sc["fault"]:
+        if name not in FAULTS:
+            try:
+                if "failover" in parse_scenario(resolve_scenario(name))["fault"]:
+                    return True
+            except ScenarioError:
+                pass
+    return False
+
+
 def measure(sc, stack, loadgen, out, repeat, log, fault_repeat=None):
     """Runs every cell `repeat` times; returns (cells, machine, interrupted,
     {guard: GET /guards entry}). Raises StackDown when the stack does not
@@ -78,7 +93,7 @@ def measure(sc, stack, loadgen, out, repeat, log, fault_repeat=None):
         try:
             if sc["fault"] and stack.supports_faults:
                 faults = FaultRunner(stack, loadgen, out, log, run_id, sc["sku_prefix"])
-                faults.ensure("failover" in sc["fault"])
+                faults.ensure(needs_failover(sc))
             else:
                 stack.up(min(sc["instances"]) if not stack.supports_faults else sc["instances"][0])
         except (RuntimeError, CellSkip) as e:

@@ -134,7 +134,9 @@ def parse_scenario(path):
             elif key == "fault":
                 vals = _split_list(value)
                 for v in vals:
-                    if v not in FAULTS:
+                    # several faults: each a choreography name or a scenario
+                    # file (loadtest/scenarios/NAME.conf) of one fault
+                    if v not in FAULTS and not (len(vals) > 1 and os.path.exists(resolve_scenario(v))):
                         fail(f"fault must be one of {', '.join(FAULTS)}, got '{v}'")
                 if len(set(vals)) != len(vals):
                     fail("'fault' lists a value twice")
@@ -228,7 +230,12 @@ def expand_fault_cells(sc, available):
     if len(sc["fault"]) == 1:
         parts = [(sc["fault"][0], sc)]
     else:
-        parts = [(f, parse_scenario(resolve_scenario(f))) for f in sc["fault"]]
+        parts = []
+        for name in sc["fault"]:
+            sub = parse_scenario(resolve_scenario(name))
+            if len(sub["fault"]) != 1:
+                raise ScenarioError(f"{sub['file']}:0: a scenario listed under 'fault' must have one fault")
+            parts.append((sub["fault"][0], sub))
     cells = []
     for f, sub in parts:
         for row in guard_rows(sub, available):

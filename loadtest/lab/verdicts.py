@@ -6,7 +6,8 @@ results.json holds them."""
 import statistics
 
 # The decision matrix's verdict columns, in order.
-MATRIX_COLS = ("1 instance", "N instances", "pause", "crash", "failover", "restart")
+MATRIX_COLS = ("1 instance", "N instances", "pause", "crash", "failover", "restart", "reseed",
+               "sigterm")
 
 
 def verdict(c):

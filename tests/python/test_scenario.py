@@ -77,6 +77,37 @@ class ScenarioTest(unittest.TestCase):
             self.assertIn(c["expected"], ("held", "broke"))
             self.assertTrue(c["label"].startswith(c["fault"] + "/"))
 
+    def test_faults_all_covers_every_guard_and_fault(self):
+        """faults-all: every guard has a cell of pause, crash, restart,
+        reseed and sigterm; every Redis-backed guard one of failover, with
+        and without replicas_ack where it has it; every expected verdict
+        has its why, and every "broke" but the no-guard ones names the
+        option that makes it hold (or says there is none yet)."""
+        guards = ["none", "mutex", "optimistic", "for-update", "conditional-update",
+                  "batched-update", "redis-lock", "segmented", "redis-decr", "redlock",
+                  "lock-table", "redis-stream", "zookeeper", "etcd"]
+        cells = expand_cells(parse_scenario(resolve_scenario("faults-all")), None)
+        have = {(c["fault"], c["guard"]) for c in cells}
+        for f in ("pause", "crash", "restart", "reseed", "sigterm"):
+            for g in guards:
+                self.assertIn((f, g), have)
+        labels = {c["label"] for c in cells if c["fault"] == "failover"}
+        for g in ("redis-lock", "segmented", "redis-decr", "redis-stream"):
+            self.assertIn(f"failover/{g}", labels)
+            self.assertIn(f"failover/{g}/replicas_ack", labels)
+        for c in cells:
+            self.assertTrue(c["expected_why"], c["label"])
+            if c["fault"] == "failover" and c["expected"] == "broke":
+                self.assertIn("replicas_ack", c["expected_why"], c["label"])
+            if c["fault"] == "failover" and c["fields"].get("replicas_ack"):
+                self.assertEqual(c["expected"], "held", c["label"])
+
+    def test_listed_scenario_must_have_one_fault(self):
+        two = self.write("two", "fault = pause crash\n")
+        sc = parse_scenario(self.write("outer", f"fault = crash {two}\n"))
+        with self.assertRaises(ScenarioError):
+            expand_cells(sc, None)
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -7,7 +7,8 @@ from ..verdicts import MATRIX_COLS, matrix_of
 from .common import E, md_escape
 
 COL_TITLES = {"1 instance": "1 instance", "N instances": "N instances", "pause": "pause",
-              "crash": "crash", "failover": "failover", "restart": "restart"}
+              "crash": "crash", "failover": "failover", "restart": "restart",
+              "reseed": "reseed", "sigterm": "SIGTERM"}
 MARK = {"held": "held", "broke": "BROKE", "not run": "not run", "error": "error"}
 
 
