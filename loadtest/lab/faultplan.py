@@ -87,22 +87,33 @@ def expect(fault, guard, fields):
         return "held", (f"{guard} holds no lease that can run out: a paused holder keeps its row lock or "
                         "has its version-checked / relative write checked against what others sold")
     if fault == "pause" and guard == "segmented":
-        return "broke", ("the segment's lease (lock_ttl_ms 1000) ran out while the holder was paused; a "
-                         "buyer took the segment and sold; the resumed holder writes the segment value "
-                         "it read: Redis holds more than MySQL (drift > 0). segmented has no fencing")
+        return "held", ("the paused holder's segment lease (lock_ttl_ms 1000) runs out, but the buyers' "
+                        "first pass takes a free segment (K = 10) without waiting, so nobody takes the "
+                        "holder's segment and its write (same epoch) lands once; drift 0. segmented has "
+                        "no fencing: with every segment busy a buyer would take the expired one and "
+                        "the resumed holder would overwrite its write")
     if fault == "failover" and guard in ("redis-decr", "redis-stream", "segmented"):
         if fields.get("replicas_ack"):
             return "held", ("replicas_ack=1: a sale the stalled replica did not acknowledge is undone "
                             "and answered 503, so the promoted replica misses no answered sale; drift 0")
-        opt = ("replicas_ack=1 makes it hold" if guard != "segmented" else
-               "segmented has no replicas_ack yet: only a synchronous acknowledgement would make it hold")
-        if guard == "redis-stream":
-            return "broke", ("the replica is asynchronous: sales answered from the master's stream never "
-                             "reached it; after the promotion they are lost (answered, never in MySQL) or, "
-                             "if flushed, Redis holds more than MySQL (drift > 0). " + opt)
-        return "broke", ("the replica is asynchronous: the decrements made while it lagged never reached "
-                         "it; the promoted replica holds more stock than MySQL (drift > 0), units MySQL "
-                         "does not have. " + opt)
+        if guard == "segmented":
+            return "broke", ("the replica is asynchronous: the segment writes made while it lagged never "
+                             "reached it, and segmented does not detect a promoted replica (only "
+                             "redis-decr and redis-stream keep lab:replid): the promoted replica's "
+                             "segments hold more than MySQL (drift > 0) until a floor refusal reconciles. "
+                             "segmented has no replicas_ack yet: run it on Redis without a replica, or "
+                             "use redis-decr")
+        if guard == "redis-decr":
+            return "held", ("the replica is asynchronous and lost the decrements made while it lagged, "
+                            "but redis-decr writes MySQL on the request path and its scripts see the "
+                            "promotion (master_replid2 = the lab:replid they ran under): the SKU's "
+                            "state is dropped and reloaded from MySQL after --redis-reload-wait (503 "
+                            "meanwhile); drift 0")
+        return "held", ("the promotion is detected (new generation) and the SKU reloaded from MySQL "
+                        "minus pending (503 meanwhile); the sales answered while the replica lagged "
+                        "were read by a flusher before the master died, so none is lost here. A sale "
+                        "answered and not yet read by a flusher when the master dies IS lost (an "
+                        "asynchronous replica): replicas_ack=1 closes that window")
     if fault == "pause":
         if fencing:
             return "held", ("the resumed holder's write carries an older token than the buyer's: "

@@ -333,6 +333,7 @@ class FaultRunner:
 
     def finish(self, c, lg, events, hold, t0):
         audit = self.settled_audit(c)
+        self.log.write(f"audit {c['sku']}: {json.dumps(audit)}\n")
         sales = self.ledger_times(c["sku"])
         by_status = dict(lg["by_status"])
         by_error = dict(lg["by_error"])

@@ -12,6 +12,10 @@
 #             replicas_ack=1 is exact
 #   restart:  conditional-update: 0 oversold, 0 lost, 503s (the other
 #             guards: make demo SCENARIO=faults; kept out for test time)
+#   and three cells of faults-all (every guard x every fault): SIGTERM of
+#   a redis-stream instance strands nothing; a reseed on the other
+#   instance refuses redis-lock's stale holder; kill -9 of a redis-stream
+#   instance: its unflushed entries are claimed, drift 0
 # Cells whose guard or option is not in this build (zookeeper, fencing,
 # replicas_ack) must be reported skipped, and are checked once they run.
 # Exit 0 pass, 77 skip (no python3/jq/redis-sentinel), 1 fail.
@@ -59,9 +63,24 @@ cat > "$tmp/restart.conf" <<'CONF'
 fault   = restart
 guards  = conditional-update
 CONF
+# a few cells of faults-all (every guard x every fault), one compare run:
+# each entry of `fault` is a file of one fault
+cat > "$tmp/sigterm1.conf" <<'CONF'
+fault   = sigterm
+variant = redis-stream : guard=redis-stream
+CONF
+cat > "$tmp/reseed1.conf" <<'CONF'
+fault   = reseed
+variant = redis-lock : guard=redis-lock lock_ttl_ms=3000
+CONF
+cat > "$tmp/crash1.conf" <<'CONF'
+fault   = crash
+variant = redis-stream : guard=redis-stream
+CONF
+printf 'fault = %s %s %s\n' "$tmp/sigterm1.conf" "$tmp/reseed1.conf" "$tmp/crash1.conf" > "$tmp/all.conf"
 
 t0=$SECONDS
-for cur in failover pause crash restart; do
+for cur in failover pause crash restart all; do
     LAB_PORT_BASE="$base" LAB_BUILD="$BUILD" LAB_BIN_DIR="$BUILD/bin" LAB_MYSQL_FLUSH=2 LAB_WAIT_S=60 \
         timeout 400 python3 "$ROOT/loadtest/compare" --scenario "$tmp/$cur.conf" --keep \
         --out "$tmp/out-$cur" --dir "$tmp/stack" > "$tmp/$cur.out" 2>&1
@@ -69,10 +88,12 @@ for cur in failover pause crash restart; do
     sed -n '/^scenario /,$p' "$tmp/$cur.out"
     [ "$rc" = 0 ] || { cat "$tmp/$cur.out"; fail "compare --scenario $cur exited $rc"; }
 done
-echo "four fault scenarios took $((SECONDS - t0)) s on port base $base"
+echo "five fault scenarios took $((SECONDS - t0)) s on port base $base"
 
-cell() { # scenario label -> the cell's JSON
-    jq -c --arg l "$1/$2" '.cells[] | select(.label == $l)' "$tmp/out-$1/results.json"
+cell() { # scenario label -> the cell's JSON ("all": the label is FAULT/VARIANT)
+    local l="$1/$2"
+    [ "$1" = all ] && l=$2
+    jq -c --arg l "$l" '.cells[] | select(.label == $l)' "$tmp/out-$1/results.json"
 }
 # ran: 0 when the cell ran; a cell skipped as "not in this build" is fine
 # (returns 1), anything else fails the test.
@@ -117,9 +138,15 @@ check crash zookeeper '.measured == "held" and .recover_s != null' \
     "buyers sell again after the session timeout"
 check restart conditional-update '.measured == "held" and .oversold == 0 and .lost_updates == 0 and .n503 >= 1' \
     "0 oversold, 503 while a backend was away"
+check all sigterm/redis-stream '.measured == "held" and .drift == 0 and .pending == 0 and .unacknowledged == 0 and .stop_s != null' \
+    "SIGTERM drains: nothing stranded, every answered sale in MySQL, drift 0"
+check all reseed/redis-lock '.measured == "held" and .lost_updates == 0 and .reseed.status == 200 and .holder.status == 503' \
+    "a reseed on the other instance: the holder that read the old stock sells nothing"
+check all crash/redis-stream '.measured == "held" and .drift == 0 and .pending == 0 and .unacknowledged == 0' \
+    "kill -9 of a redis-stream instance: the other's flusher claims its entries, drift 0"
 
 # the report: a faults section, one timeline per fault cell that ran
-for cur in failover pause crash restart; do
+for cur in failover pause crash restart all; do
     grep -q '^## Faults' "$tmp/out-$cur/report.md" || fail "$cur: report.md has no Faults section"
     n=$(jq '[.cells[] | select(.status == "ok")] | length' "$tmp/out-$cur/results.json")
     m=$(grep -c 'class="chart timeline"' "$tmp/out-$cur/report.html")
