@@ -52,7 +52,7 @@ def expect(fault, guard, fields):
     if guard in NO_GUARD and fault in ("pause", "failover", "sigterm", "restart"):
         if fault == "restart":
             return "broke", ("not the fault: {g} has no guard across instances; buyers on both "
-                             "instances overlap (hold_ms 20 at 20 req/s) and lose updates. Use any "
+                             "instances overlap (hold_ms 200 at 20 req/s) and lose updates. Use any "
                              "other guard").format(g=guard)
         return "broke", NO_GUARD_WHY.format(g=guard)
     if fault == "reseed":

@@ -121,7 +121,9 @@ class FaultRunner:
         if st != 200:
             raise RuntimeError(f"seeding {sku} answered {st}: {r}")
 
-        buyers = self.body(c, {"order_id": f"{prefix}-{{seq}}", "hold_ms": 20})
+        # the buyers hold 20 ms, or the variant's hold_ms (a cell that must
+        # show overlapping buyers, e.g. no guard under restart)
+        buyers = self.body(c, {"order_id": f"{prefix}-{{seq}}", "hold_ms": c["hold_ms"] or 20})
         buyers.setdefault("lock_wait_ms", 3000)
         for k, v in list(buyers.items()):
             if isinstance(v, str):

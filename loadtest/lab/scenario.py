@@ -244,7 +244,8 @@ def expand_fault_cells(sc, available):
             exp, why = expect(f, row["guard"], fields)
             cells.append({"label": f"{f}/{row['label']}", "guard": row["guard"], "fault": f,
                           "fields": fields, "instances": 2, "path": "direct", "stock": 0,
-                          "requests": 0, "concurrency": 0, "threads": 2, "hold_ms": 0, "rate": 0,
+                          "requests": 0, "concurrency": 0, "threads": 2,
+                          "hold_ms": row["overrides"].get("hold_ms", 0), "rate": 0,
                           "expected": exp, "expected_why": why})
     for i, c in enumerate(cells, 1):
         c["cell"] = i
