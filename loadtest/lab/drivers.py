@@ -251,14 +251,23 @@ class LocalStack(Driver):
             shutil.rmtree(os.path.join(self.dir, n), ignore_errors=True)
         for n in ("redis", "redis-replica", "sentinel-1", "sentinel-2", "sentinel-3"):
             self.start(n)
-        deadline = time.time() + 20
+        # Fresh Sentinels learn the replica from the master's INFO (every
+        # 10 s) and each other from hello messages (every 2 s): until all
+        # three know both (and are out of TILT), a failover cannot happen
+        # and the cell would measure that (as the compose driver does).
+        deadline = time.time() + 45
         while time.time() < deadline:
             info = self.redis_cli(self.port("redis-replica"), "INFO", "replication")
-            if "master_link_status:up" in info and \
-                    self.sentinel_master_port() == self.port("redis"):
+            ready = "master_link_status:up" in info and \
+                self.sentinel_master_port() == self.port("redis")
+            for i in (1, 2, 3):
+                si = self.redis_cli(self.port(f"sentinel-{i}"), "INFO", "sentinel", timeout=3)
+                if "sentinel_tilt:0" not in si or "slaves=1," not in si or "sentinels=3" not in si:
+                    ready = False
+            if ready:
                 return
             time.sleep(0.2)
-        raise RuntimeError("replica or Sentinels not ready within 20 s after a reset")
+        raise RuntimeError("replica or Sentinels not ready within 45 s after a reset")
 
 
 class ExternalStack(Driver):
