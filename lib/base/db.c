@@ -55,7 +55,16 @@ static int classify(struct db_conn *c, unsigned int no, const char *msg)
     switch (no) {
     case ER_LOCK_DEADLOCK:
     case ER_LOCK_WAIT_TIMEOUT:
+        c->conflicts++;
         return c->err = DB_ERETRY;
+    case ER_UNKNOWN_COM_ERROR:
+        /* Galera: "WSREP has not yet prepared node for application use",
+         * the node is outside the primary component (paused, partitioned,
+         * rejoining). The connection is fine; the node will come back. */
+    case ER_ERROR_DURING_COMMIT:
+        /* 1180: Galera refused an open COMMIT for the same reason; the
+         * transaction is rolled back. */
+        return c->err = DB_EUNAVAIL;
     case ER_DUP_ENTRY:
         return c->err = DB_EDUP;
     case CR_SERVER_GONE_ERROR:

@@ -11,7 +11,9 @@
 #define DB_OK        0
 #define DB_ERR      -1  /* SQL error the caller cannot fix by retrying */
 #define DB_EUNAVAIL -2  /* cannot reach the server: answer 503, reconnect later */
-#define DB_ERETRY   -3  /* deadlock (1213) or lock wait timeout (1205) */
+#define DB_ERETRY   -3  /* deadlock (1213, also a Galera certification failure)
+                             * or lock wait timeout (1205): the transaction is
+                             * rolled back, repeating it is safe */
 #define DB_EDUP     -4  /* duplicate key (1062) */
 
 struct db_conf {
@@ -59,6 +61,8 @@ struct db_conn {
     int in_txn;              /* between db_begin and commit/rollback */
     double last_used;        /* monotonic seconds; idle connections get a ping */
     long lock_wait_s;        /* the session's innodb_lock_wait_timeout now */
+    long conflicts;          /* deadlocks, lock wait timeouts and (Galera)
+                              * certification failures seen: only grows */
     struct { const char *sql; MYSQL_STMT *stmt; } cache[DB_STMT_CACHE];
 };
 

@@ -1,6 +1,7 @@
 /* Guard `for-update`: pessimistic row lock. SELECT ... FOR UPDATE inside a
  * transaction makes every other deduction of the SKU wait for our COMMIT.
- * Deadlocks and lock wait timeouts are retried, a bounded number of times. */
+ * Deadlocks, lock wait timeouts and certification failures (Galera) are
+ * retried, a bounded number of times within the request's deadline. */
 #include "guard.h"
 
 #include "base/db.h"
@@ -40,7 +41,9 @@ static int attempt(const struct guard *self, const struct deduct_env *env,
                                  remaining, self->name, env->instance)) < 0)
         goto db_fail;
     if (stock_commit_sale(env, req, self->name, res) != STOCK_COMMITTED)
-        return 0;
+        /* On a Galera cluster our row lock held on this node only: another
+         * node's sale can win certification at our COMMIT. */
+        return stock_conflicted(res) ? DB_ERETRY : 0;
     res->outcome = DEDUCT_SOLD;
     res->remaining = remaining;
     return 0;
