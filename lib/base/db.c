@@ -50,6 +50,20 @@ static void disconnect(struct db_conn *c)
  * the next call reconnects instead of failing forever. */
 static int classify(struct db_conn *c, unsigned int no, const char *msg)
 {
+    if (no == 0 && c->my && mysql_errno(c->my) != 0) {
+        /* A statement call that failed without naming why on the statement:
+         * the connection knows. */
+        no = mysql_errno(c->my);
+        msg = mysql_error(c->my);
+    }
+    if (no == 0) {
+        /* Failed, and nobody says why: not an SQL error a caller could fix,
+         * so the connection is not trusted any more (503, reconnect). */
+        c->my_errno = 0;
+        snprintf(c->errstr, sizeof(c->errstr), "mysql: call failed without an error code");
+        disconnect(c);
+        return c->err = DB_EUNAVAIL;
+    }
     c->my_errno = no;
     snprintf(c->errstr, sizeof(c->errstr), "mysql %u: %.100s", no, msg ? msg : "");
     switch (no) {

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* A MyISAM marker table survives the statement rollback the SIGNAL causes:
  * "gx1213-" order ids conflict exactly once, "gx1047-" ones always. */
@@ -32,6 +33,7 @@ static const char *const fault_sql[] = {
     "ELSEIF NEW.order_id LIKE 'gx1047-%' THEN "
     "SIGNAL SQLSTATE '08S01' SET MYSQL_ERRNO=1047, MESSAGE_TEXT="
     "'WSREP has not yet prepared node for application use'; "
+    "ELSEIF NEW.order_id LIKE 'gxslow-%' THEN DO SLEEP(7); "
     "ELSEIF NEW.order_id LIKE 'gx1180-%' THEN "
     "SIGNAL SQLSTATE 'HY000' SET MYSQL_ERRNO=1180, MESSAGE_TEXT="
     "'Got error 6 during COMMIT'; "
@@ -141,11 +143,34 @@ static void test_conflict_retried_and_counted(void **state)
     assert_int_equal(a.oversold, 0);
 }
 
+/* A statement that outlives the client's read timeout (a node stalled by a
+ * peer's failure for the suspect timeout, 6.5 s): the connection is given
+ * up, the answer is a 503 and nothing is sold. */
+static void test_read_timeout_is_503(void **state)
+{
+    (void)state;
+    assert_int_equal(it_seed("T-gxslow", 50), 200);
+    char err[64];
+    long st = sell("T-gxslow", "conditional-update", "gxslow-1", err, sizeof(err));
+    print_message("gxslow conditional-update -> %ld %s\n", st, err);
+    assert_int_equal(st, 503);
+    struct it_audit a;
+    for (int i = 0; i < 40; i++) {   /* the server finishes the sleep, then rolls back */
+        assert_int_equal(it_audit("T-gxslow", &a), 0);
+        if (a.sold == 0 && a.stock == 50)
+            break;
+        usleep(100 * 1000);
+    }
+    assert_int_equal(a.sold, 0);
+    assert_int_equal(a.stock, 50);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_not_primary_is_503),
         cmocka_unit_test(test_conflict_retried_and_counted),
+        cmocka_unit_test(test_read_timeout_is_503),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
