@@ -142,6 +142,14 @@ int db_ensure(struct db_conn *c)
         disconnect(c);
         return c->err = DB_EUNAVAIL;
     }
+    if (f->sync_wait > 0) {
+        snprintf(sql, sizeof(sql), "SET SESSION wsrep_sync_wait=%ld", f->sync_wait);
+        if (mysql_query(my, sql) != 0) {
+            classify(c, mysql_errno(my), mysql_error(my));
+            disconnect(c);
+            return c->err = DB_EUNAVAIL;
+        }
+    }
     c->err = DB_OK;
     return DB_OK;
 }

@@ -43,6 +43,15 @@ EXPECTED = {
     "etcd": ("may lose updates", "as redis-lock: the lock is global, the read is local"),
 }
 NODES = ("galera-1", "galera-2", "galera-3")
+SYNC_WAIT = 3
+
+
+def restart_inventories(stack, env):
+    """inventory-1..3 stopped and started again with `env` added."""
+    for i in (1, 2, 3):
+        stack.stop(f"inventory-{i}", check=False)
+    for i in (1, 2, 3):
+        stack.start(f"inventory-{i}", env=env)
 
 
 def node_status(stack, i, names=("wsrep_local_cert_failures", "wsrep_local_bf_aborts")):
@@ -290,6 +299,21 @@ def measure_cluster(sc, stack, loadgen, out, log, run_id):
         for n in sc["instances"]:
             one(g, g, n, "galera3", stack)
     extra = {"guards": guards, "expected": {g: EXPECTED.get(g) for g in guards}}
+    # The setting that makes a read see the cluster: wsrep_sync_wait on every
+    # inventory session (3 = reads and UPDATE/DELETE wait until this node
+    # applied what the cluster committed before them).
+    sync = [g for g in guards if g not in ("none", "mutex")]
+    if sync:
+        restart_inventories(stack, {"LAB_MYSQL_SYNC_WAIT": str(SYNC_WAIT)})
+        try:
+            for g in sync:
+                one(f"{g}+sync_wait", g, 3, "galera3", stack)
+                cells[-1]["expected"] = "exact"
+                cells[-1]["expected_why"] = (f"wsrep_sync_wait={SYNC_WAIT}: the read (and the UPDATE) "
+                                             "waits until the node applied every earlier commit")
+                cells[-1]["sync_wait"] = SYNC_WAIT
+        finally:
+            restart_inventories(stack, {"LAB_MYSQL_SYNC_WAIT": "0"})
     for kind in ("kill", "pause"):
         try:
             extra[f"node_{kind}"] = fault_cell(stack, kind, run_id, log)
@@ -351,7 +375,7 @@ def cluster_table(res):
         w = c.get("wsrep") or {}
         s = single.get(c["guard"])
         lines.append(
-            f"| {c['guard']} | {c['instances']} | {c.get('expected', '-')} | **{c.get('measured')}** "
+            f"| {c['label']} | {c['instances']} | {c.get('expected', '-')} | **{c.get('measured')}** "
             f"| {c['sold']} | {c['oversold']} | {c['lost_updates']} | {c.get('conflicts', 0)} "
             f"| {c['retries']} | {c.get('n503', 0)} "
             f"| {'/'.join(str(x) for x in w.get('cert_failures', []))} "
