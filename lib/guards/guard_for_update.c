@@ -36,7 +36,11 @@ static int attempt(const struct guard *self, const struct deduct_env *env,
         return 0;
     }
     long long remaining = stock - req->qty;
-    if ((n = store_set_stock(env->db, req->sku, remaining)) < 0 ||
+    /* 0 rows: our transaction was aborted after the locking read (Galera):
+     * nothing written, repeat. */
+    if ((n = store_set_stock(env->db, req->sku, remaining)) == 0)
+        n = DB_ERETRY;
+    if (n < 0 ||
         (n = store_ledger_insert(env->db, req->order_id, req->sku, req->qty,
                                  remaining, self->name, env->instance)) < 0)
         goto db_fail;

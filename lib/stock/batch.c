@@ -217,9 +217,9 @@ static int sell_round(const char *guard_name, const struct deduct_env *env,
         answer_shorts(env, shorts, nshort, left);
         return 1;
     }
-    long long m = store_take_if_enough(env->db, sku, stock - left);
+    long long m = store_take_locked(env->db, sku, stock - left);
     if (m == 0)
-        m = DB_ERR;            /* cannot happen under our row lock: refuse */
+        m = DB_ERETRY;         /* under our row lock: the transaction is gone */
     char *json = m > 0 ? rows_json(take, ntake, remaining, sku, env->instance) : NULL;
     if (m > 0 && !json)
         m = DB_ERR;

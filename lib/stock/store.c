@@ -51,8 +51,10 @@ long long store_set_stock_seeded(struct db_conn *db, const char *sku, long long 
 
 long long store_set_stock(struct db_conn *db, const char *sku, long long stock)
 {
-    return db_run(db, "UPDATE inventory SET stock=?, version=version+1 WHERE sku=?",
-                  "ls", "", stock, sku);
+    /* After a locking read: inside that transaction only (see
+     * ledger_refused below). */
+    return db_run(db, "UPDATE inventory SET stock=?, version=version+1 WHERE sku=? "
+                      "AND @@in_transaction = 1", "ls", "", stock, sku);
 }
 
 /* The token travels as a decimal string: db_run binds signed 64-bit only,
@@ -86,6 +88,13 @@ long long store_take_if_enough(struct db_conn *db, const char *sku, long long qt
 {
     return db_run(db, "UPDATE inventory SET stock=stock-?, version=version+1 "
                       "WHERE sku=? AND stock>=?", "lsl", "", qty, sku, qty);
+}
+
+long long store_take_locked(struct db_conn *db, const char *sku, long long qty)
+{
+    return db_run(db, "UPDATE inventory SET stock=stock-?, version=version+1 "
+                      "WHERE sku=? AND stock>=? AND @@in_transaction = 1", "lsl", "", qty, sku,
+                  qty);
 }
 
 long long store_add_stock(struct db_conn *db, const char *sku, long long delta)
