@@ -343,8 +343,8 @@ def measure_cluster(sc, stack, loadgen, out, log, run_id):
     print(f"[cluster] stale read: {extra['stale_read']}", flush=True)
     # The same guards on one MySQL server, for the sales/s.
     single = LocalStack(stack.dir + "-single", log)
-    single.extra_env = {"LAB_PORT_BASE": str(free_base())}
     try:
+        single.extra_env = {"LAB_PORT_BASE": str(free_base())}
         single.up(3)
         for g in guards:
             one(g + "@1-server", g, 3, "single", single)
@@ -361,11 +361,13 @@ def free_base():
     next to the cluster's."""
     import random
     import socket
-    for _ in range(40):
-        base = 32000 + random.randrange(70) * 100
+    for _ in range(60):
+        # below Linux's ephemeral ports (32768..), where clients come from
+        base = 26000 + random.randrange(60) * 100
         try:
             for p in range(base, base + 71):
                 with socket.socket() as s:
+                    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
                     s.bind(("127.0.0.1", p))
         except OSError:
             continue
