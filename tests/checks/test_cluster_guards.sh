@@ -75,7 +75,7 @@ run_guard() { # guard [sku] -> leaves $tmp/GUARD.audit and $tmp/GUARD.lg.json
     curl -fsS -m 30 "$(inv 2)/inventory/$sku/audit" > "$tmp/$g.audit" || fail "audit $sku"
     c1=$(conflicts "$g")
     n500=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["by_status"].get("500", 0))' "$tmp/$g.lg.json")
-    echo "$g on 3 nodes: $(cat "$tmp/$g.audit" | python3 -c 'import json,sys; a=json.load(sys.stdin); print("sold", a["sold"], "oversold", a["oversold"], "lost", a["lost_updates"], "converged", a.get("converged"), "nodes", [(n.get("stock"), n.get("ledger_rows")) for n in a.get("nodes", [])])'); conflicts $((c1 - c0)); answers $(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["by_status"])' "$tmp/$g.lg.json")"
+    echo "$g on 3 nodes: $(python3 -c 'import json,sys; a=json.load(sys.stdin); print("sold", a["sold"], "oversold", a["oversold"], "lost", a["lost_updates"], "converged", a.get("converged"), "nodes", [(n.get("stock"), n.get("ledger_rows")) for n in a.get("nodes", [])])' < "$tmp/$g.audit"); conflicts $((c1 - c0)); answers $(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["by_status"])' "$tmp/$g.lg.json")"
     [ "$n500" = 0 ] || fail "$g: $n500 answers 500 (a Galera error must be a 503)"
     [ "$(field converged < "$tmp/$g.audit")" = true ] || fail "$g: nodes did not converge: $(cat "$tmp/$g.audit")"
     [ "$(python3 -c 'import json,sys; print(len(json.load(sys.stdin)["nodes"]))' < "$tmp/$g.audit")" = 3 ] \
