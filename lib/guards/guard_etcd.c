@@ -75,8 +75,6 @@ static int etcd_guard_init(const struct guard *self, const struct guard_backends
         return 0;
     if (!(client = etcd_client_new(conf.endpoints, conf.op_timeout_ms, &stats, err, errlen)))
         return -1;
-    metrics_describe("lab_etcd_lock_acquired_total", "counter",
-                     "etcd guard: locks obtained from etcd's lock service");
     return 0;
 }
 

@@ -229,10 +229,19 @@ class ComposeStack(Driver):
         for n in ("redis-replica", "sentinel-1", "sentinel-2", "sentinel-3"):
             self.verb("start", n)
         self.redis_cli("redis-replica", "REPLICAOF", "redis", "6379")
-        deadline = time.time() + 30
+        # Fresh Sentinels learn the replica from the master's INFO (every
+        # 10 s) and each other from hello messages (every 2 s): until all
+        # three know both, a failover cannot happen and the cell would
+        # measure that. Out of TILT too.
+        deadline = time.time() + 45
         while time.time() < deadline:
             info = self.redis_cli("redis-replica", "INFO", "replication")
-            if "master_link_status:up" in info and self.sentinel_master_port() == "redis":
+            ready = "master_link_status:up" in info and self.sentinel_master_port() == "redis"
+            for i in (1, 2, 3):
+                si = self.redis_cli(f"sentinel-{i}", "INFO", "sentinel", timeout=3)
+                if "sentinel_tilt:0" not in si or "slaves=1," not in si or "sentinels=3" not in si:
+                    ready = False
+            if ready:
                 return
-            time.sleep(0.3)
-        raise RuntimeError("replica or Sentinels not ready within 30 s after a reset")
+            time.sleep(0.5)
+        raise RuntimeError("replica or Sentinels not ready within 45 s after a reset")

@@ -60,6 +60,7 @@ static void test_accepted_fields(void **state)
         {"lock-table",         " lock_ttl_ms fencing "},
         {"zookeeper",          " fencing "},
         {"redlock",            " lock_ttl_ms watchdog fencing "},
+        {"etcd",               " lock_ttl_ms watchdog fencing "},
         {"segmented",          " lock_ttl_ms watchdog acquire release "},
         {"redis-lock",         " lock_ttl_ms watchdog acquire release fencing replicas_ack fair "},
     };
