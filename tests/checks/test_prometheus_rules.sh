@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The compose profile `observe`'s Prometheus files: the configuration and
 # the recording rules are valid, and the rules compute sales/s, errors/s,
-# the error ratio and the lock-wait p99 per guard on synthetic series
+# the error ratio, the deduction p99 and the lock-wait p99 per guard on
+# synthetic series
 # (deploy/prometheus/rules_test.yml, promtool test rules). The profile
 # itself runs under make compose-test.
 # Exit 0 pass, 77 skip (no promtool), 1 fail.
