@@ -13,6 +13,8 @@ static const struct metrics_family catalog[] = {
     {"lab_http_request_duration_seconds", "histogram", "HTTP request duration by route"},
     {"lab_deductions_total", "counter", "deductions by guard and outcome"},
     {"lab_retries_total", "counter", "optimistic misses and deadlock retries by guard"},
+    {"lab_db_conflicts_total", "counter",
+     "deadlocks, lock wait timeouts and Galera certification failures MySQL answered, by guard"},
     {"lab_lock_timeouts_total", "counter", "deductions whose guard gave up waiting for its lock"},
     {"lab_fenced_total", "counter", "writes refused because a newer lock holder fenced them"},
     {"lab_lock_wait_seconds", "histogram", "time spent acquiring a guard"},

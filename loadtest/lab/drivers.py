@@ -143,9 +143,14 @@ class LocalStack(Driver):
         self.script = os.path.join(ROOT, "deploy", "local", "stack")
         self.order_for = None
         self.env = {}
+        self.mysql_mode = "single"   # or galera3 (the cluster scenario)
+        self.extra_env = {}          # e.g. LAB_PORT_BASE of a second stack
 
     def run(self, *args, check=True, env=None):
         cmd = [self.script, *args, "--dir", self.dir]
+        if self.extra_env:
+            env = dict(env or os.environ)
+            env.update(self.extra_env)
         p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                            text=True, timeout=600, env=env)
         self.log.write(f"$ {' '.join(cmd)}\n{p.stdout}")
@@ -173,7 +178,7 @@ class LocalStack(Driver):
             return
         if self.instances is None and not self.running_before():
             self.started_here = True
-        self.run("up", "--inventory", str(n), "--orders", "1")
+        self.run("up", "--inventory", str(n), "--orders", "1", "--mysql", self.mysql_mode)
         self.instances = n
         self.read_env()
 

@@ -36,6 +36,9 @@ int guard_deduct(const struct guard *g, const struct deduct_env *env,
     snprintf(res->instance, sizeof(res->instance), "%s", env->instance);
     res->qty = req->qty;
 
+    /* The conflicts MySQL (or a Galera cluster's certification) answered
+     * during this sale, retried or not: per connection, so a difference. */
+    long conflicts_before = env->db ? env->db->conflicts : 0;
     struct ledger_row row;
     /* A write-behind guard answers from its own backend (no MySQL here);
      * a batching guard answers repeats from its batch's insert. */
@@ -62,6 +65,9 @@ int guard_deduct(const struct guard *g, const struct deduct_env *env,
     snprintf(labels, sizeof(labels), "guard=\"%s\"", g->name);
     if (res->retries)
         metrics_add("lab_retries_total", labels, res->retries);
+    if (env->db && env->db->conflicts > conflicts_before)
+        metrics_add("lab_db_conflicts_total", labels,
+                    env->db->conflicts - conflicts_before);
     if (res->lock_wait_s > 0)
         metrics_observe("lab_lock_wait_seconds", labels, res->lock_wait_s);
     /* Once per deduction, whatever its outcome: the per-guard latency the
