@@ -294,23 +294,3 @@ class ExternalStack(Driver):
             raise CellSkip("LAB_ORDER_URL not set")
         if self.instances != len(self.all):
             raise CellSkip(f"the order service fronts all {len(self.all)} instances")
-
-
-def make_driver(name, stack_dir, log):
-    """The driver for --driver NAME (None: local, or external when
-    LAB_INVENTORY_URLS is set and no --dir was given)."""
-    if name is None:
-        name = "external" if stack_dir is None and os.environ.get("LAB_INVENTORY_URLS") else "local"
-    if name == "external":
-        if not os.environ.get("LAB_INVENTORY_URLS"):
-            raise ValueError("--driver external needs LAB_INVENTORY_URLS")
-        return ExternalStack(os.environ["LAB_INVENTORY_URLS"], os.environ.get("LAB_ORDER_URL"), log)
-    if name == "local":
-        return LocalStack(stack_dir or "./run", log)
-    if name == "compose":
-        from .compose_driver import ComposeStack   # it subclasses Driver: imported late
-        return ComposeStack(log)
-    raise ValueError(f"unknown driver '{name}' (known: {', '.join(DRIVERS)})")
-
-
-DRIVERS = ("local", "external", "compose")
