@@ -18,6 +18,7 @@ static const struct metrics_family catalog[] = {
     {"lab_lock_timeouts_total", "counter", "deductions whose guard gave up waiting for its lock"},
     {"lab_fenced_total", "counter", "writes refused because a newer lock holder fenced them"},
     {"lab_lock_wait_seconds", "histogram", "time spent acquiring a guard"},
+    {"lab_deduct_duration_seconds", "histogram", "time the guard layer took to answer one deduction, by guard"},
     {"lab_segment_fallthrough_total", "counter", "segmented sales that moved on to another segment"},
     {"lab_redis_reloads_total", "counter", "Redis stock states reloaded from MySQL after a reconcile wait"},
     {"lab_redis_divergence_reconciles_total", "counter", "Redis stock states found diverged from MySQL and reconciled"},
