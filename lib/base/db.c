@@ -50,12 +50,35 @@ static void disconnect(struct db_conn *c)
  * the next call reconnects instead of failing forever. */
 static int classify(struct db_conn *c, unsigned int no, const char *msg)
 {
+    if (no == 0 && c->my && mysql_errno(c->my) != 0) {
+        /* A statement call that failed without naming why on the statement:
+         * the connection knows. */
+        no = mysql_errno(c->my);
+        msg = mysql_error(c->my);
+    }
+    if (no == 0) {
+        /* Failed, and nobody says why: not an SQL error a caller could fix,
+         * so the connection is not trusted any more (503, reconnect). */
+        c->my_errno = 0;
+        snprintf(c->errstr, sizeof(c->errstr), "mysql: call failed without an error code");
+        disconnect(c);
+        return c->err = DB_EUNAVAIL;
+    }
     c->my_errno = no;
     snprintf(c->errstr, sizeof(c->errstr), "mysql %u: %.100s", no, msg ? msg : "");
     switch (no) {
     case ER_LOCK_DEADLOCK:
     case ER_LOCK_WAIT_TIMEOUT:
+        c->conflicts++;
         return c->err = DB_ERETRY;
+    case ER_UNKNOWN_COM_ERROR:
+        /* Galera: "WSREP has not yet prepared node for application use",
+         * the node is outside the primary component (paused, partitioned,
+         * rejoining). The connection is fine; the node will come back. */
+    case ER_ERROR_DURING_COMMIT:
+        /* 1180: Galera refused an open COMMIT for the same reason; the
+         * transaction is rolled back. */
+        return c->err = DB_EUNAVAIL;
     case ER_DUP_ENTRY:
         return c->err = DB_EDUP;
     case CR_SERVER_GONE_ERROR:
@@ -118,6 +141,14 @@ int db_ensure(struct db_conn *c)
         classify(c, mysql_errno(my), mysql_error(my));
         disconnect(c);
         return c->err = DB_EUNAVAIL;
+    }
+    if (f->sync_wait > 0) {
+        snprintf(sql, sizeof(sql), "SET SESSION wsrep_sync_wait=%ld", f->sync_wait);
+        if (mysql_query(my, sql) != 0) {
+            classify(c, mysql_errno(my), mysql_error(my));
+            disconnect(c);
+            return c->err = DB_EUNAVAIL;
+        }
     }
     c->err = DB_OK;
     return DB_OK;

@@ -11,7 +11,9 @@
 #define DB_OK        0
 #define DB_ERR      -1  /* SQL error the caller cannot fix by retrying */
 #define DB_EUNAVAIL -2  /* cannot reach the server: answer 503, reconnect later */
-#define DB_ERETRY   -3  /* deadlock (1213) or lock wait timeout (1205) */
+#define DB_ERETRY   -3  /* deadlock (1213, also a Galera certification failure)
+                             * or lock wait timeout (1205): the transaction is
+                             * rolled back, repeating it is safe */
 #define DB_EDUP     -4  /* duplicate key (1062) */
 
 struct db_conf {
@@ -25,6 +27,10 @@ struct db_conf {
     long fault_commit_lost;  /* fault injection: every Nth COMMIT of the process
                               * is applied, then its reply is "lost" (the
                               * connection is dropped); 0 = off */
+    long sync_wait;          /* Galera's wsrep_sync_wait for the session: 1
+                              * makes every read wait until this node applied
+                              * what the cluster committed before it; 0 = the
+                              * server's default (off) */
 };
 
 /* The MySQL rows every option table shares (config.h), for a struct `type`
@@ -46,7 +52,10 @@ struct db_conf {
      offsetof(type, m.lock_wait_s), 0, "innodb_lock_wait_timeout (seconds)"},             \
     {"fault-commit-lost", "LAB_FAULT_COMMIT_LOST", CFG_INT, "0", 0, 1000000,              \
      offsetof(type, m.fault_commit_lost), 0,                                              \
-     "fault: every Nth COMMIT is applied and its reply lost (0 off)"}
+     "fault: every Nth COMMIT is applied and its reply lost (0 off)"},                   \
+    {"mysql-sync-wait", "LAB_MYSQL_SYNC_WAIT", CFG_INT, "0", 0, 15,                       \
+     offsetof(type, m.sync_wait), 0,                                                      \
+     "Galera: SET SESSION wsrep_sync_wait to this (1: reads wait for the cluster; 0 off)"}
 
 #define DB_STMT_CACHE 32
 
@@ -59,6 +68,8 @@ struct db_conn {
     int in_txn;              /* between db_begin and commit/rollback */
     double last_used;        /* monotonic seconds; idle connections get a ping */
     long lock_wait_s;        /* the session's innodb_lock_wait_timeout now */
+    long conflicts;          /* deadlocks, lock wait timeouts and (Galera)
+                              * certification failures seen: only grows */
     struct { const char *sql; MYSQL_STMT *stmt; } cache[DB_STMT_CACHE];
 };
 

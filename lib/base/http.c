@@ -32,6 +32,8 @@ struct http_pool {
 };
 
 #define HTTP_MAX_CONTROL 8
+/* How long a stop waits for answers already made to be sent. */
+#define HTTP_STOP_FLUSH_MS 2000
 
 /* One open connection, for the request-read deadline: MHD's own timeout
  * is an idle timeout, which a client sending one byte a second extends
@@ -57,6 +59,10 @@ struct http_server {
     const char *control[HTTP_MAX_CONTROL + 1];
     const char *inline_paths[HTTP_MAX_CONTROL + 1];
     struct http_pool work, ctl;
+    /* Requests handed to a pool whose answer MHD has not finished sending
+     * (dispatch to on_completed): a stop waits for them, or a sale that
+     * was made would reach its client as a dropped connection. */
+    _Atomic long unsent;
 };
 
 struct req_state {
@@ -518,8 +524,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
                    "too many open connections (%d); retry", HTTP_MAX_CONNS);
     } else if (!st->resp.text) {
         st->dispatched = 1;
+        atomic_fetch_add(&s->unsent, 1);
         if (pool_submit(pool, st) == 0)
             return MHD_YES;
+        atomic_fetch_sub(&s->unsent, 1);
         st->dispatched = 0;
         answer_stopping(&st->resp);
     }
@@ -529,7 +537,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
+    struct http_server *s = cls;
     struct req_state *st = *con_cls;
+    if (st && st->dispatched)
+        atomic_fetch_sub(&s->unsent, 1);
     if (st && st->ci) {   /* keep-alive: the next request's deadline starts now */
         atomic_store(&st->ci->since, util_now());
         atomic_store(&st->ci->reading, 1);
@@ -580,7 +591,7 @@ struct http_server *http_start(const char *bind_addr, long port, long threads,
         (uint16_t)port, NULL, NULL, on_request, s,
         MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
         MHD_OPTION_THREAD_POOL_SIZE, (unsigned int)HTTP_IO_THREADS,
-        MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
         MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)60,
         MHD_OPTION_CONNECTION_LIMIT, (unsigned int)HTTP_MAX_CONNS,
@@ -623,6 +634,13 @@ void http_stop(struct http_server *s)
         close(lfd);
     pool_stop(&s->work);
     pool_stop(&s->ctl);
+    /* The workers are done, but MHD's threads may still be sending what
+     * they answered: stopping MHD now would close those connections with
+     * the answer unsent (a sale made, its client told nothing). Bounded:
+     * a client that does not read its answer cannot hold the stop. */
+    struct timespec nap = {0, 5 * 1000000L};
+    for (int i = 0; i < HTTP_STOP_FLUSH_MS / 5 && atomic_load(&s->unsent) > 0; i++)
+        nanosleep(&nap, NULL);
     MHD_stop_daemon(s->d);
     if (s->reaper_started) {
         atomic_store(&s->reaper_stop, 1);

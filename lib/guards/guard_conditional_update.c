@@ -7,8 +7,9 @@
 #include "base/util.h"
 #include "stock/txn.h"
 
-static int conditional_deduct(const struct guard *self, const struct deduct_env *env,
-                              const struct deduct_req *req, struct deduct_res *res)
+/* One attempt. Returns DB_ERETRY when a conflict rolled it back. */
+static int attempt(const struct guard *self, const struct deduct_env *env,
+                   const struct deduct_req *req, struct deduct_res *res)
 {
     long long n, stock = 0, version;
     double t0 = util_now();
@@ -42,18 +43,42 @@ static int conditional_deduct(const struct guard *self, const struct deduct_env 
                                  self->name, env->instance)) < 0)
         goto db_fail;
     if (stock_commit_sale(env, req, self->name, res) != STOCK_COMMITTED)
-        return 0;
+        return stock_conflicted(res) ? DB_ERETRY : 0;
     res->outcome = DEDUCT_SOLD;
     res->remaining = stock;
     return 0;
 
 db_fail:
     db_rollback(env->db);
+    if (n == DB_ERETRY)
+        return DB_ERETRY;
     if (n == DB_EDUP) {
         stock_conflict_duplicate(env, req, res);
         return 0;
     }
     stock_db_failure(env->db, (int)n, res);
+    return 0;
+}
+
+/* On one server the statement waits for the row lock and conflicts are
+ * rare (a lock wait timeout); on a Galera cluster a sale on another node
+ * can win certification at our COMMIT or abort us at our next statement.
+ * Either way nothing was written, so the statement is simply repeated,
+ * a bounded number of times within the request's deadline. */
+static int conditional_deduct(const struct guard *self, const struct deduct_env *env,
+                              const struct deduct_req *req, struct deduct_res *res)
+{
+    for (int i = 0; i <= env->max_retries; i++) {
+        if (attempt(self, env, req, res) != DB_ERETRY)
+            return 0;
+        res->retries++;
+        util_sleep_ms(util_backoff_ms(i, 20));
+        if (stock_past_deadline(req, res))
+            return 0;
+    }
+    res->outcome = DEDUCT_RETRY_EXHAUSTED;
+    snprintf(res->detail, sizeof(res->detail),
+             "conflicting with other sales after %d retries", res->retries);
     return 0;
 }
 

@@ -1,6 +1,7 @@
 /* Guard `for-update`: pessimistic row lock. SELECT ... FOR UPDATE inside a
  * transaction makes every other deduction of the SKU wait for our COMMIT.
- * Deadlocks and lock wait timeouts are retried, a bounded number of times. */
+ * Deadlocks, lock wait timeouts and certification failures (Galera) are
+ * retried, a bounded number of times within the request's deadline. */
 #include "guard.h"
 
 #include "base/db.h"
@@ -35,12 +36,18 @@ static int attempt(const struct guard *self, const struct deduct_env *env,
         return 0;
     }
     long long remaining = stock - req->qty;
-    if ((n = store_set_stock(env->db, req->sku, remaining)) < 0 ||
+    /* 0 rows: our transaction was aborted after the locking read (Galera):
+     * nothing written, repeat. */
+    if ((n = store_set_stock(env->db, req->sku, remaining)) == 0)
+        n = DB_ERETRY;
+    if (n < 0 ||
         (n = store_ledger_insert(env->db, req->order_id, req->sku, req->qty,
                                  remaining, self->name, env->instance)) < 0)
         goto db_fail;
     if (stock_commit_sale(env, req, self->name, res) != STOCK_COMMITTED)
-        return 0;
+        /* On a Galera cluster our row lock held on this node only: another
+         * node's sale can win certification at our COMMIT. */
+        return stock_conflicted(res) ? DB_ERETRY : 0;
     res->outcome = DEDUCT_SOLD;
     res->remaining = remaining;
     return 0;

@@ -42,8 +42,13 @@ static int optimistic_deduct(const struct guard *self, const struct deduct_env *
         if ((n = store_ledger_insert(env->db, req->order_id, req->sku, req->qty,
                                      remaining, self->name, env->instance)) < 0)
             goto db_fail;
-        if (stock_commit_sale(env, req, self->name, res) != STOCK_COMMITTED)
-            return 0;
+        if (stock_commit_sale(env, req, self->name, res) != STOCK_COMMITTED) {
+            if (!stock_conflicted(res))
+                return 0;
+            res->retries++;           /* lost certification (Galera): again */
+            util_sleep_ms(util_backoff_ms(i, 20));
+            continue;
+        }
         res->outcome = DEDUCT_SOLD;
         res->remaining = remaining;
         return 0;
@@ -51,6 +56,7 @@ static int optimistic_deduct(const struct guard *self, const struct deduct_env *
         db_rollback(env->db);
         if (n == DB_ERETRY) {
             res->retries++;
+            util_sleep_ms(util_backoff_ms(i, 20));
             continue;
         }
         if (n == DB_EDUP) {

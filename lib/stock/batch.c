@@ -134,11 +134,21 @@ static char *rows_json(struct batch_item **take, int n, const long long *remaini
     return s;
 }
 
+/* A conflict (deadlock, lock wait timeout, a Galera certification
+ * failure) rolled the round back: nothing was written, every open member
+ * goes to the next round after a short backoff. Returns 1. */
+static int round_conflicted(const struct deduct_env *env, int round)
+{
+    db_rollback(env->db);
+    util_sleep_ms(util_backoff_ms(round, 20));
+    return 1;
+}
+
 /* One transaction over pick[0..n-1] (distinct order ids). Returns 1 when
  * every picked item is answered or may be retried in another round (a
  * ledger duplicate was answered), 0 when the round made no progress. */
 static int sell_round(const char *guard_name, const struct deduct_env *env,
-                      struct batch_item **pick, int n)
+                      struct batch_item **pick, int n, int round)
 {
     const char *sku = pick[0]->req->sku;
     long long stock = 0, version;
@@ -166,6 +176,8 @@ static int sell_round(const char *guard_name, const struct deduct_env *env,
             if (rc == 0)
                 return 1;
         }
+        if (rc == DB_ERETRY)
+            return round_conflicted(env, round);
         round_failed(env, pick, n, rc);
         return 1;
     }
@@ -205,9 +217,9 @@ static int sell_round(const char *guard_name, const struct deduct_env *env,
         answer_shorts(env, shorts, nshort, left);
         return 1;
     }
-    long long m = store_take_if_enough(env->db, sku, stock - left);
+    long long m = store_take_locked(env->db, sku, stock - left);
     if (m == 0)
-        m = DB_ERR;            /* cannot happen under our row lock: refuse */
+        m = DB_ERETRY;         /* under our row lock: the transaction is gone */
     char *json = m > 0 ? rows_json(take, ntake, remaining, sku, env->instance) : NULL;
     if (m > 0 && !json)
         m = DB_ERR;
@@ -222,6 +234,8 @@ static int sell_round(const char *guard_name, const struct deduct_env *env,
     }
     if (m >= 0 && m != ntake)
         m = DB_ERR;
+    if (m == DB_ERETRY)
+        return round_conflicted(env, round);
     if (m < 0) {
         round_failed(env, pick, n, (int)m);
         return 1;
@@ -231,6 +245,8 @@ static int sell_round(const char *guard_name, const struct deduct_env *env,
     struct deduct_res commit;
     memset(&commit, 0, sizeof(commit));
     if (stock_commit_sale(env, take[0]->req, guard_name, &commit) != STOCK_COMMITTED) {
+        if (stock_conflicted(&commit))   /* lost certification: next round */
+            return round_conflicted(env, round);
         answer_all(pick, n, &commit);   /* the short ones too: the stock is unknown */
         return 1;
     }
@@ -288,14 +304,15 @@ void stock_batch_sell(const char *guard_name, const struct deduct_env *env,
         }
         if (npick == 0)
             break;
-        if (!sell_round(guard_name, env, pick, npick))
+        if (!sell_round(guard_name, env, pick, npick, r))
             break;
     }
     for (int i = 0; i < n; i++)
         if (!items[i].answered) {
             items[i].res->outcome = DEDUCT_RETRY_EXHAUSTED;
             snprintf(items[i].res->detail, sizeof(items[i].res->detail),
-                     "batch: no answer after %d transactions (ledger duplicates); "
+                     "batch: no answer after %d transactions (ledger duplicates or "
+                     "conflicts); "
                      "repeat with the same order_id", BATCH_ROUNDS_MAX);
             items[i].answered = 1;
         }

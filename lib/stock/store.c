@@ -51,8 +51,10 @@ long long store_set_stock_seeded(struct db_conn *db, const char *sku, long long 
 
 long long store_set_stock(struct db_conn *db, const char *sku, long long stock)
 {
-    return db_run(db, "UPDATE inventory SET stock=?, version=version+1 WHERE sku=?",
-                  "ls", "", stock, sku);
+    /* After a locking read: inside that transaction only (see
+     * ledger_refused below). */
+    return db_run(db, "UPDATE inventory SET stock=?, version=version+1 WHERE sku=? "
+                      "AND @@in_transaction = 1", "ls", "", stock, sku);
 }
 
 /* The token travels as a decimal string: db_run binds signed 64-bit only,
@@ -88,19 +90,44 @@ long long store_take_if_enough(struct db_conn *db, const char *sku, long long qt
                       "WHERE sku=? AND stock>=?", "lsl", "", qty, sku, qty);
 }
 
+long long store_take_locked(struct db_conn *db, const char *sku, long long qty)
+{
+    return db_run(db, "UPDATE inventory SET stock=stock-?, version=version+1 "
+                      "WHERE sku=? AND stock>=? AND @@in_transaction = 1", "lsl", "", qty, sku,
+                  qty);
+}
+
 long long store_add_stock(struct db_conn *db, const char *sku, long long delta)
 {
     return db_run(db, "UPDATE inventory SET stock=stock+?, version=version+1 WHERE sku=?",
                   "ls", "", delta, sku);
 }
 
+/* A Galera node can abort our transaction (a brute-force abort by a write
+ * set from another node) between two statements; measured here, the next
+ * prepared statement then sometimes ran on its own, in autocommit, instead
+ * of failing with 1213: a ledger row committed without the stock write it
+ * belonged to. The ledger row is only written inside a transaction; when
+ * ours is gone, nothing is written and the caller gets DB_ERETRY, as for
+ * any conflict (the stock write was rolled back with the transaction). */
+static long long ledger_refused(struct db_conn *db, long long n)
+{
+    if (n != 0)
+        return n;
+    db->conflicts++;
+    snprintf(db->errstr, sizeof(db->errstr),
+             "the transaction was aborted before the ledger write (Galera brute-force abort)");
+    return db->err = DB_ERETRY;
+}
+
 long long store_ledger_insert(struct db_conn *db, const char *order_id,
                               const char *sku, long long qty, long long remaining,
                               const char *guard, const char *instance)
 {
-    return db_run(db, "INSERT INTO ledger (order_id, sku, qty, remaining, guard, instance) "
-                      "VALUES (?, ?, ?, ?, ?, ?)", "ssllss", "",
-                  order_id, sku, qty, remaining, guard, instance);
+    return ledger_refused(db, db_run(db, "INSERT INTO ledger (order_id, sku, qty, remaining, "
+                                         "guard, instance) SELECT ?, ?, ?, ?, ?, ? FROM DUAL "
+                                         "WHERE @@in_transaction = 1", "ssllss", "",
+                                     order_id, sku, qty, remaining, guard, instance));
 }
 
 long long store_ledger_mark_released(struct db_conn *db, const char *order_id)
@@ -189,16 +216,17 @@ int store_lock_row_id(struct db_conn *db, const char *name, const char *owner,
 long long store_ledger_insert_rows(struct db_conn *db, const char *rows, const char *guard)
 {
     /* One statement whatever the row count: the rows travel as one JSON
-     * parameter, so the prepared statement (and its cache slot) is one. */
-    return db_run(db, "INSERT INTO ledger (order_id, sku, qty, remaining, guard, instance) "
+     * parameter, so the prepared statement (and its cache slot) is one.
+     * Inside a transaction only, as store_ledger_insert. */
+    return ledger_refused(db, db_run(db, "INSERT INTO ledger (order_id, sku, qty, remaining, guard, instance) "
                       "SELECT j.o, j.s, j.q, j.r, ?, j.i FROM JSON_TABLE(?, '$[*]' COLUMNS ("
                       "o VARCHAR(64) CHARACTER SET ascii PATH '$[0]' ERROR ON EMPTY, "
                       "s VARCHAR(64) CHARACTER SET ascii PATH '$[1]' ERROR ON EMPTY, "
                       "q BIGINT PATH '$[2]' ERROR ON EMPTY, "
                       "r BIGINT PATH '$[3]' ERROR ON EMPTY, "
                       "i VARCHAR(64) PATH '$[4]' ERROR ON EMPTY, "
-                      "n FOR ORDINALITY)) AS j ORDER BY j.n",
-                  "ss", "", guard, rows);
+                      "n FOR ORDINALITY)) AS j WHERE @@in_transaction = 1 ORDER BY j.n",
+                  "ss", "", guard, rows));
 }
 
 long long store_ledger_insert_ignore(struct db_conn *db, const char *order_id,

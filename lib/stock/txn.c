@@ -122,6 +122,11 @@ int stock_commit_sale(const struct deduct_env *env, const struct deduct_req *req
     return r;
 }
 
+int stock_conflicted(const struct deduct_res *res)
+{
+    return res->outcome == DEDUCT_RETRY_EXHAUSTED;
+}
+
 int stock_past_deadline(const struct deduct_req *req, struct deduct_res *res)
 {
     if (!deduct_expired(req))

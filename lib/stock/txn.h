@@ -67,9 +67,17 @@ enum stock_commit {
  * reply was lost is resolved by its commit marker, the ledger row: a
  * locking read on a fresh connection waits for the old transaction to
  * finish, then finds the row (applied) or not. On failure res is filled;
- * returns an enum stock_commit. */
+ * returns an enum stock_commit. A COMMIT refused by a conflict (a Galera
+ * certification failure, 1213) is STOCK_NOT_COMMITTED with res's outcome
+ * DEDUCT_RETRY_EXHAUSTED: stock_conflicted(res) says a guard that may
+ * repeat its transaction should. */
 int stock_commit_sale(const struct deduct_env *env, const struct deduct_req *req,
                       const char *guard_name, struct deduct_res *res);
+
+/* 1 when res was filled by a conflict (deadlock, lock wait timeout,
+ * certification failure): the transaction is rolled back, nothing was
+ * written, and repeating it is safe. */
+int stock_conflicted(const struct deduct_res *res);
 
 /* After the ledger's unique key refused our insert (DB_EDUP): answer with
  * the first sale of req->order_id. */

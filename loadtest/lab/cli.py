@@ -6,7 +6,7 @@ import os
 import sys
 
 from . import ROOT, SCEN_DIR
-from .drivers import DRIVERS, make_driver
+from .driver_choice import DRIVERS, make_driver
 from .render import render_dir
 from .render.text import fault_text_table, text_table
 from .runner import StackDown, run_scenarios

@@ -143,9 +143,14 @@ class LocalStack(Driver):
         self.script = os.path.join(ROOT, "deploy", "local", "stack")
         self.order_for = None
         self.env = {}
+        self.mysql_mode = "single"   # or galera3 (the cluster scenario)
+        self.extra_env = {}          # e.g. LAB_PORT_BASE of a second stack
 
     def run(self, *args, check=True, env=None):
         cmd = [self.script, *args, "--dir", self.dir]
+        if self.extra_env:
+            env = dict(env or os.environ)
+            env.update(self.extra_env)
         p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                            text=True, timeout=600, env=env)
         self.log.write(f"$ {' '.join(cmd)}\n{p.stdout}")
@@ -173,7 +178,7 @@ class LocalStack(Driver):
             return
         if self.instances is None and not self.running_before():
             self.started_here = True
-        self.run("up", "--inventory", str(n), "--orders", "1")
+        self.run("up", "--inventory", str(n), "--orders", "1", "--mysql", self.mysql_mode)
         self.instances = n
         self.read_env()
 
@@ -298,23 +303,3 @@ class ExternalStack(Driver):
             raise CellSkip("LAB_ORDER_URL not set")
         if self.instances != len(self.all):
             raise CellSkip(f"the order service fronts all {len(self.all)} instances")
-
-
-def make_driver(name, stack_dir, log):
-    """The driver for --driver NAME (None: local, or external when
-    LAB_INVENTORY_URLS is set and no --dir was given)."""
-    if name is None:
-        name = "external" if stack_dir is None and os.environ.get("LAB_INVENTORY_URLS") else "local"
-    if name == "external":
-        if not os.environ.get("LAB_INVENTORY_URLS"):
-            raise ValueError("--driver external needs LAB_INVENTORY_URLS")
-        return ExternalStack(os.environ["LAB_INVENTORY_URLS"], os.environ.get("LAB_ORDER_URL"), log)
-    if name == "local":
-        return LocalStack(stack_dir or "./run", log)
-    if name == "compose":
-        from .compose_driver import ComposeStack   # it subclasses Driver: imported late
-        return ComposeStack(log)
-    raise ValueError(f"unknown driver '{name}' (known: {', '.join(DRIVERS)})")
-
-
-DRIVERS = ("local", "external", "compose")

@@ -35,7 +35,7 @@ def http_json(method, url, body=None, timeout=10):
 
 METRIC_RE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+([-+0-9.eEinfaINFA]+)')
 WANT_METRICS = ("lab_retries_total", "lab_lock_wait_seconds_sum", "lab_lock_wait_seconds_count",
-                "lab_lock_timeouts_total", "lab_deductions_total")
+                "lab_lock_timeouts_total", "lab_deductions_total", "lab_db_conflicts_total")
 
 
 def scrape(url):

@@ -89,6 +89,19 @@ def measure(sc, stack, loadgen, out, repeat, log, fault_repeat=None):
     start."""
     run_id = time.strftime("%H%M%S", time.gmtime()) + f"{os.getpid() % 10000:04d}"
     cells, interrupted, faults, api = [], False, None, {}
+    if sc.get("mysql") == "galera3":
+        from .cluster import measure_cluster
+        try:
+            try:
+                cells, sc["cluster"], api = measure_cluster(sc, stack, loadgen, out, log, run_id)
+            except (RuntimeError, CellSkip) as e:
+                raise StackDown(str(e)) from None
+            machine = machine_info(stack)
+        except KeyboardInterrupt:
+            interrupted = True
+            print("compare: interrupted; writing what was measured", file=sys.stderr)
+            machine = machine_info(None)
+        return [c for c in cells if "status" in c], machine, interrupted, api
     try:
         try:
             if sc["fault"] and stack.supports_faults:
@@ -194,6 +207,11 @@ def run_scenarios(scs, stack, loadgen, out, repeat, log, fault_repeat=None):
                       loadgen, repeat, stack.name)
     res["guards"] = guard_info(all_cells, api)
     res["fault_repeat"] = fault_repeat or repeat
+    for s in scs:
+        if s.get("cluster"):
+            res["cluster"] = s["cluster"]
+            from .cluster import write_cluster_md
+            write_cluster_md(res, out)
     if len(scs) > 1:
         res["scenarios"] = [{k: s[k] for k in ("name", "description", "file")} for s in scs]
         res["scenario"]["file"] = " + ".join(

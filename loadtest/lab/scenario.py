@@ -23,7 +23,8 @@ LIST_INT_KEYS = {
     "rate": (0, 10_000_000),
 }
 SCALAR_INT_KEYS = {"threads": (1, 256), "timeout": (1, 3600)}
-TEXT_KEYS = {"name", "description", "sku_prefix"}
+TEXT_KEYS = {"name", "description", "sku_prefix", "mysql"}
+MYSQL_MODES = ("single", "galera3")
 REPEAT_KEYS = {"variant", "field"}
 # Keys a variant may override instead of sending them in the body.
 OVERRIDE_KEYS = {"stock", "requests", "concurrency", "threads", "rate", "hold_ms"}
@@ -35,7 +36,7 @@ DRAIN_WAIT_S = 30   # longest wait for a write-behind cell's queue before its au
 DEFAULTS = {
     "instances": [2], "path": ["direct"], "stock": [1000], "requests": [2000],
     "concurrency": [32], "hold_ms": [0], "rate": [0], "threads": 2, "timeout": 10,
-    "sku_prefix": "CMP",
+    "sku_prefix": "CMP", "mysql": "single",
 }
 
 
@@ -122,6 +123,8 @@ def parse_scenario(path):
             elif key in TEXT_KEYS:
                 if key == "sku_prefix" and not re.fullmatch(r"[A-Za-z0-9_-]{1,20}", value):
                     fail("sku_prefix must be 1..20 of A-Z a-z 0-9 _ -")
+                if key == "mysql" and value not in MYSQL_MODES:
+                    fail(f"mysql must be one of {', '.join(MYSQL_MODES)}, got '{value}'")
                 sc[key] = value
             elif key == "path":
                 vals = _split_list(value)

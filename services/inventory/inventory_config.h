@@ -17,6 +17,8 @@ struct inv_conf {
     long lock_wait_ms;
     long lock_ttl_ms;
     char admin_token[128];   /* "" = reseed and release are open (loopback) */
+    char mysql_nodes[512];   /* Galera nodes "host:port,...": "" = one server */
+    long cluster_wait_ms;    /* how long the audit waits for them to converge */
 };
 
 extern const struct cfg_opt inv_options[];

@@ -8,6 +8,7 @@
 #include "base/util.h"
 #include "guards/guard.h"
 #include "stock/audit.h"
+#include "cluster_audit.h"
 #include "stock/request.h"
 #include "stock/store.h"
 
@@ -327,12 +328,43 @@ static void handle_state(const struct inv_conf *c, const char *sku, struct http_
     http_json(resp, 200, j);
 }
 
+/* A Galera cluster: every node's own stock and ledger, once they applied
+ * the same write sets. Nodes that disagree make the audit inconsistent
+ * (a divergence, a verdict of its own). */
+static void add_cluster_view(const struct cluster_audit *cap, int n, json_t *j)
+{
+    json_t *arr = json_array();
+    for (int i = 0; arr && i < (n > 0 ? n : 0); i++) {
+        const struct cluster_node *nd = &cap->node[i];
+        json_t *o = nd->ok ? json_pack("{s:s,s:b,s:I,s:I,s:I,s:I,s:s}", "node", nd->addr,
+                                       "ok", 1, "stock", (json_int_t)nd->stock, "sold",
+                                       (json_int_t)nd->sold, "ledger_rows",
+                                       (json_int_t)nd->ledger_rows, "last_committed",
+                                       (json_int_t)nd->last_committed, "state", nd->state)
+                           : json_pack("{s:s,s:b,s:s}", "node", nd->addr, "ok", 0, "error",
+                                       nd->error);
+        if (o)
+            json_array_append_new(arr, o);
+    }
+    json_object_set_new(j, "nodes", arr ? arr : json_null());
+    json_object_set_new(j, "converged", n > 0 ? json_boolean(cap->converged) : json_null());
+    json_object_set_new(j, "converge_wait_s", json_real(n > 0 ? cap->waited_s : 0.0));
+    if (n > 0 && !cap->converged)
+        json_object_set_new(j, "consistent", json_false());
+}
+
 static void handle_audit(const struct inv_conf *c, const char *sku, struct http_resp *resp)
 {
     struct deduct_env env;
     if (env_ready(c, &env, resp) != 0)
         return;
     struct db_conn *db = env.db;
+    /* On a cluster the nodes are read first, once they converged: this
+     * node's audit below then sees every sale the others committed. */
+    struct cluster_audit ca;
+    int ncluster = c->mysql_nodes[0]
+                       ? cluster_audit_read(&c->db, c->mysql_nodes, sku, c->cluster_wait_ms, &ca)
+                       : 0;
     struct audit a;
     int rc = guard_audit(db, sku, &a);
     if (rc < 0) {
@@ -362,6 +394,8 @@ static void handle_audit(const struct inv_conf *c, const char *sku, struct http_
         for (int i = 0; by && i < a.nsides; i++)
             json_object_set_new(by, a.side[i].guard, json_integer(a.side[i].drift));
         json_object_set_new(j, "drift_by_guard", by ? by : json_null());
+        if (c->mysql_nodes[0])
+            add_cluster_view(&ca, ncluster, j);
     }
     http_json(resp, 200, j);
 }

@@ -68,4 +68,14 @@ for u in ${inv_urls//,/ } "$order_url"; do
     [ -z "$out" ] || fail "promtool check metrics on $u/metrics: $(echo "$out" | head -n 20)"
     echo "ok  $u/metrics: $(grep -c '^# TYPE' "$tmp/metrics") families, promtool clean"
 done
+# 3. one deduction latency series per guard that deducted (the recording
+# rule guard:lab_deduct_duration_seconds:p99_rate30s needs the guard label)
+curl -fsS -m 10 "$inv1/metrics" > "$tmp/metrics" || fail "GET $inv1/metrics"
+for g in $guards; do
+    c=$(sed -n "s/^lab_deduct_duration_seconds_count{guard=\"$g\"} //p" "$tmp/metrics")
+    if [ -z "$c" ] || [ "${c%%.*}" -lt 1 ]; then
+        fail "$inv1/metrics: no lab_deduct_duration_seconds_count{guard=\"$g\"} >= 1 after its deduction"
+    fi
+done
+echo "ok  $inv1/metrics: lab_deduct_duration_seconds for $(wc -w <<<"$guards") guards"
 echo "$name: pass"

@@ -9,7 +9,8 @@ import unittest
 from unittest import mock
 
 from lab.compose_driver import ComposeStack, dotenv
-from lab.drivers import DRIVERS, CellSkip, make_driver
+from lab.driver_choice import DRIVERS, make_driver
+from lab.drivers import CellSkip
 
 
 class DotenvTest(unittest.TestCase):

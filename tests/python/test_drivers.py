@@ -7,7 +7,8 @@ import os
 import unittest
 from unittest import mock
 
-from lab.drivers import CellSkip, Driver, ExternalStack, LocalStack, make_driver
+from lab.driver_choice import make_driver
+from lab.drivers import CellSkip, Driver, ExternalStack, LocalStack
 
 
 class DriverTest(unittest.TestCase):

@@ -21,6 +21,7 @@ BAD = [
     ("bad-fault", "fault = flood\nguards = none\n", 1, "fault must be one of"),
     ("faults-with-guards", "fault = pause crash\nguards = none\n", 1, "own files"),
     ("nothing", "# only\nstock = 5\n", 2, "nothing to run"),
+    ("bad-mysql", "guards = none\nmysql = galera5\n", 2, "mysql must be one of single, galera3"),
 ]
 
 

@@ -231,6 +231,40 @@ static void test_catalogue_types(void **state)
     assert_null(metrics_family_of("t_unknown_total"));
 }
 
+/* The per-guard deduction latency (lab_deduct_duration_seconds): typed a
+ * histogram by the catalogue, one series per guard with the fixed bounds,
+ * the guard label before le (the recording rule sums by guard, le). */
+static void test_deduct_duration_per_guard(void **state)
+{
+    (void)state;
+    const struct metrics_family *f = metrics_family_of("lab_deduct_duration_seconds");
+    assert_non_null(f);
+    assert_string_equal(f->type, "histogram");
+    metrics_observe("lab_deduct_duration_seconds", "guard=\"redis-lock\"", 0.004);
+    metrics_observe("lab_deduct_duration_seconds", "guard=\"redis-lock\"", 0.03);
+    metrics_observe("lab_deduct_duration_seconds", "guard=\"optimistic\"", 0.0002);
+    char *text = metrics_render();
+    assert_non_null(text);
+    static const struct { const char *line; double want; } lines[] = {
+        {"lab_deduct_duration_seconds_bucket{guard=\"redis-lock\",le=\"0.0025\"}", 0},
+        {"lab_deduct_duration_seconds_bucket{guard=\"redis-lock\",le=\"0.005\"}", 1},
+        {"lab_deduct_duration_seconds_bucket{guard=\"redis-lock\",le=\"0.05\"}", 2},
+        {"lab_deduct_duration_seconds_bucket{guard=\"redis-lock\",le=\"10\"}", 2},
+        {"lab_deduct_duration_seconds_bucket{guard=\"redis-lock\",le=\"+Inf\"}", 2},
+        {"lab_deduct_duration_seconds_count{guard=\"redis-lock\"}", 2},
+        {"lab_deduct_duration_seconds_bucket{guard=\"optimistic\",le=\"0.0005\"}", 1},
+        {"lab_deduct_duration_seconds_count{guard=\"optimistic\"}", 1},
+    };
+    for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++) {
+        double v = line_value(text, lines[i].line);
+        if (v != lines[i].want)
+            fail_msg("%s = %g, want %g\n%s", lines[i].line, v, lines[i].want, text);
+    }
+    assert_non_null(strstr(text, "# TYPE lab_deduct_duration_seconds histogram\n"));
+    assert_non_null(strstr(text, "# HELP lab_deduct_duration_seconds "));
+    free(text);
+}
+
 #define NADDS 10000
 
 static void *adder(void *arg)
@@ -271,6 +305,7 @@ int main(void)
         cmocka_unit_test_setup(test_table_full_drops, reset),
         cmocka_unit_test_setup(test_concurrent_adds, reset),
         cmocka_unit_test_setup(test_catalogue_types, reset),
+        cmocka_unit_test_setup(test_deduct_duration_per_guard, reset),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

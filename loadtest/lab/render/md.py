@@ -20,6 +20,9 @@ def render_md(res):
           f"{md_escape(m['redis'])}",
           f"- scenario file: `{md_escape(sc['file'])}`", ""]
     o += md_matrix(res)
+    if res.get("cluster"):
+        from .cluster import cluster_table
+        o += ["## On a cluster (MariaDB Galera, 3 nodes)", ""] + cluster_table(res) + [""]
     o += render_faults_md(cells, md_escape)
     rows, cols, grid = verdict_grid([c for c in cells if not c.get("fault")] or cells)
     o += ["## Verdict", "", "| guard | " + " | ".join(md_escape(c) for c in cols) + " |",

@@ -9,7 +9,8 @@ PROM_URL = "http://127.0.0.1:9090"
 QUERIES = [
     ("sales/s per guard", "lab:sales_per_second:rate30s"),
     ("errors/s per guard", "lab:errors_per_second:rate30s"),
-    ("p99 latency per guard (lock wait)", "lab:lock_wait_p99_seconds:rate30s"),
+    ("p99 deduction latency per guard", "guard:lab_deduct_duration_seconds:p99_rate30s"),
+    ("p99 lock wait per guard", "lab:lock_wait_p99_seconds:rate30s"),
     ("p99 HTTP latency per route", "lab:http_p99_seconds:rate30s"),
 ]
 
