@@ -231,7 +231,9 @@ static void confirm_sale(const char *id)
 }
 
 /* replicas_ack not met for the sale `id`: take it back unless its wait
- * had run out. Returns 1 undone (res says 503), 0 it stands. */
+ * had run out. Always answers 503: "undone, nothing sold" when the undo
+ * took it back, "may stand" when it could not (never "sold": the sale
+ * reached too few replicas). Returns 1 when undone, 0 when it may stand. */
 static int undo_sale(const struct deduct_req *req, const char *id, long long acked,
                      struct deduct_res *res)
 {
@@ -246,9 +248,18 @@ static int undo_sale(const struct deduct_req *req, const char *id, long long ack
                                argv);
     int undone = r && r->type == REDIS_REPLY_INTEGER && r->integer == 1;
     freeReplyObject(r);
-    if (!undone)
-        return 0;   /* past its wait: sold (or Redis failed: flushed once it expires) */
     res->outcome = DEDUCT_UNAVAILABLE;
+    if (!undone) {
+        /* The sale could not be taken back (past its wait, or Redis did not
+         * answer the undo): it may stand, but it reached too few replicas,
+         * so "sold" would promise what a failover can still lose. Maybe
+         * sold: the same order_id asked again tells which. */
+        snprintf(res->detail, sizeof(res->detail),
+                 "replicas_ack: the sale reached %lld of %d replica(s) within %ld ms and could "
+                 "not be undone; it may stand: repeat the order_id to learn which",
+                 acked > 0 ? acked : 0, acks_of(req), ack_wait_ms(req));
+        return 0;
+    }
     snprintf(res->detail, sizeof(res->detail),
              "replicas_ack: the sale reached %lld of %d replica(s) within %ld ms; undone, "
              "nothing sold", acked > 0 ? acked : 0, acks_of(req), ack_wait_ms(req));
