@@ -21,8 +21,8 @@ OPTION_PROBES = {"replicas_ack": 99, "fair": "not-a-bool"}
 
 # Every cell: these buyers, this long (seconds), at this rate (req/s).
 PLAN = {
-    # pause: holder in at 1.0 (hold 2.5 s), paused at 1.6 for 4 s (> any lease
-    # below: lock_ttl_ms 1000, a ZooKeeper session of a few s), resumed at 5.6
+    # pause: holder in at 1.0 (hold 2.5 s), paused at 2.2 for 4 s (> any lease
+    # below: lock_ttl_ms 1000, a ZooKeeper session of a few s), resumed at 6.2
     # after its hold_ms is over, so it writes at once.
     "pause": {"duration": 10, "rate": 10, "buyers": [2], "stock": 100000},
     # crash: holder in at 1.0 (hold 5 s), killed at 1.5; lock_ttl_ms 2000.

@@ -184,7 +184,12 @@ class FaultRunner:
         th = self.holder(self.inv(1), self.body(c, {"order_id": f"{prefix}-holder", "hold_ms": 2500,
                                                     "lock_wait_ms": 5000}), 30, hold)
         ev("holder in (inventory-1, hold_ms 2500)", "mark")
-        time.sleep(0.6)   # it holds the lock by then (buyers hold it 20 ms at a time)
+        # It holds the lock by then (buyers hold it 20 ms at a time): 1.2 s,
+        # not less, because a first lock wait on a fresh instance (its lock
+        # subscription, a Sentinel lookup under compose) took over 0.6 s
+        # there, and a pause before the holder is in measures no race; the
+        # hold (2500 ms) still outlasts the wait.
+        time.sleep(1.2)
         ev("pause inventory-1")
         self.stack.pause("inventory-1")
         after.append(lambda: self.stack.resume("inventory-1", check=False))
