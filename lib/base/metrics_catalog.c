@@ -44,6 +44,7 @@ static const struct metrics_family catalog[] = {
     {"lab_redlock_renewals_total", "counter", "redlock: watchdog rounds extended on a quorum"},
     {"lab_redlock_expired_total", "counter", "redlock: holders that found their validity gone before the write"},
     {"lab_batch_size", "histogram", "deductions per batched-update batch"},
+    {"lab_decr_group_size", "histogram", "redis-decr sales per MySQL group commit"},
     {"lab_batch_transactions_total", "counter", "batched-update transactions (a batch runs again after a ledger duplicate)"},
     {"lab_zk_lock_acquired_total", "counter", "zookeeper: locks acquired"},
     {"lab_zk_lock_timeouts_total", "counter", "zookeeper: acquisitions that timed out"},

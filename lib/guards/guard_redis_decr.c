@@ -8,6 +8,7 @@
 
 #include "base/db.h"
 #include "base/util.h"
+#include "guards/core/decr_group.h"
 #include "guards/core/lock_fields.h"
 #include "guards/core/redis_reconcile.h"
 #include "guards/core/redis_shared.h"
@@ -66,6 +67,15 @@ static struct rconn_script give_clear_script = RCONN_SCRIPT(
     "if (redis.call('GET', KEYS[2]) or '') ~= ARGV[2] then return 0 end "
     "redis.call('INCRBY', KEYS[1], ARGV[3]) "
     "return 1");
+
+/* KEYS[1] intents, [2] intent details; ARGV the nonces of a group's sales
+ * that are in MySQL: forget them all, in one round trip. */
+static struct rconn_script clear_group_script = RCONN_SCRIPT(
+    "for i = 1, #ARGV do "
+    "  redis.call('ZREM', KEYS[1], ARGV[i]) "
+    "  redis.call('HDEL', KEYS[2], ARGV[i]) "
+    "end "
+    "return #ARGV");
 
 /* A sale's intent: its nonce and keys. */
 struct intent {
@@ -269,6 +279,28 @@ static long write_window_ms(const struct deduct_req *req)
     return req->hold_ms + 2 * REDIS_DECIDED_WRITE_MARGIN_MS;
 }
 
+/* decr_group_done_fn: the intents of the group's recorded sales (rc 0)
+ * go in one script call, before anyone is answered. A failure leaves them
+ * to be settled as stale (the ledger says they landed). The others' intents
+ * are their own threads' (a give-back, a reconciliation). */
+static void clear_recorded(struct relative_item *items, int n)
+{
+    const char *argv[2 + STOCK_BATCH_MAX];
+    int argc = 2;
+    for (int i = 0; i < n && argc < 2 + STOCK_BATCH_MAX; i++) {
+        const struct intent *in = items[i].ctx;
+        if (items[i].rc != 0 || !in)
+            continue;
+        argv[0] = in->zset;    /* one SKU: the same keys for all */
+        argv[1] = in->hash;
+        argv[argc++] = in->nonce;
+    }
+    if (argc == 2)
+        return;
+    char err[128];
+    freeReplyObject(rconn_eval(redis->pool, err, sizeof(err), &clear_group_script, 2, argc, argv));
+}
+
 static int redis_decr_deduct(const struct guard *self, const struct deduct_env *env,
                              const struct deduct_req *req, struct deduct_res *res)
 {
@@ -332,7 +364,9 @@ static int redis_decr_deduct(const struct guard *self, const struct deduct_env *
      * since the stock the sale was decided on was written: nothing lands
      * in the new seed; the old state is normally replaced already (the
      * reseed writes Redis before its COMMIT), else it is reconciled. */
-    int rc = stock_record_relative_seeded(self->name, env, req, seeds, res);
+    int rc = decr_group_record(self->name, env, req, seeds, &in, clear_recorded, res);
+    if (rc == 0)
+        return 0;              /* in MySQL, its intent forgotten with its group's */
     if (rc == STOCK_NOT_COMMITTED) {
         give_back(&k, &in, epoch, req->qty, req->sku);
         return 0;

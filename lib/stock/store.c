@@ -90,6 +90,14 @@ long long store_take_if_enough(struct db_conn *db, const char *sku, long long qt
                       "WHERE sku=? AND stock>=?", "lsl", "", qty, sku, qty);
 }
 
+int store_read_seeds_locked(struct db_conn *db, const char *sku, long long *stock,
+                            long long *seeds)
+{
+    long long n = db_run(db, "SELECT stock, seeds FROM inventory WHERE sku=? FOR UPDATE", "s",
+                         "ll", sku, stock, seeds);
+    return n < 0 ? (int)n : n > 0;
+}
+
 long long store_take_if_enough_seeded(struct db_conn *db, const char *sku, long long qty,
                                       long long seeds)
 {

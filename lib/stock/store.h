@@ -27,6 +27,10 @@ int store_read(struct db_conn *db, const char *sku, int for_update,
 /* Read stock, version and seeds (the reseed count) without a lock. */
 int store_read_seeded(struct db_conn *db, const char *sku, long long *stock,
                       long long *version, long long *seeds);
+/* Read stock and seeds, locking the row (inside a transaction): 1 found,
+ * 0 no SKU, or a negative DB_E* code. */
+int store_read_seeds_locked(struct db_conn *db, const char *sku, long long *stock,
+                            long long *seeds);
 /* The lock guards' absolute write, only while the row has not been
  * reseeded since the read that gave `seeds`: 1 written, 0 reseeded (or no
  * SKU). Other writes do not stop it (overlapping holders still lose
