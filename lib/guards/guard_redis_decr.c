@@ -323,11 +323,21 @@ static int redis_decr_deduct(const struct guard *self, const struct deduct_env *
                  "Redis lost the redis-decr stock of %.64s again; reconciling with MySQL", req->sku);
         return 0;
     }
-    if (left < 0) {
-        if (left == -1)
+    if (left == -1) {
+        /* own_idempotency: a repeat of a sale already recorded is its echo,
+         * whatever the stock is now (asked only here, on the rare path). */
+        struct ledger_row row;
+        int rc = store_ledger_get(env->db, req->order_id, 0, &row);
+        if (rc == 1)
+            stock_fill_duplicate(&row, req, res);
+        else if (rc < 0)
+            stock_db_failure(env->db, rc, res);
+        else
             res->outcome = DEDUCT_OUT_OF_STOCK;
         return 0;
     }
+    if (left < 0)
+        return 0;
     /* replicas_ack: a failover to a replica without this decrement would
      * sell the unit again; so fewer replicas than asked undo the sale. */
     if (acks_of(req) > 0 && acked < acks_of(req)) {
@@ -529,6 +539,10 @@ const struct guard guard_redis_decr = {
     .how = "one Lua script checks and decrements stock in Redis; MySQL updated after",
     .expect = "correct",
     .safe_across_instances = 1,
+    /* A repeated order id is answered by the group's ledger insert (its
+     * units go back) or, out of stock, by a ledger read: no ledger read
+     * before every sale. */
+    .own_idempotency = 1,
     .deduct = redis_decr_deduct,
     .seed = redis_decr_seed,
     .release = redis_decr_release,

@@ -165,11 +165,57 @@ static void test_decr_reseed_during_sale_elsewhere(void **state)
     assert_true(a.consistent);
 }
 
+/* Group commits and no ledger read before a sale: a repeated order_id,
+ * concurrent with itself on both instances, is sold once (its repeats are
+ * the echo and give their Redis unit back); a repeat after the stock ran
+ * out is still the echo; another quantity under it is a conflict. */
+static void test_decr_repeats_in_groups(void **state)
+{
+    assert_int_equal(it_seed("Td-rep", 3), 200);
+    char u0[200], u1[200];
+    snprintf(u0, sizeof(u0), "%s/inventory/deduct", it.inventory[0]);
+    snprintf(u1, sizeof(u1), "%s/inventory/deduct", it.inventory[1]);
+    const char *const urls[2] = {u0, u1};
+    struct it_load l = {.total = 40, .clients = 20, .urls = urls, .nurls = 2, .method = "POST",
+                        .body_fmt = "{\"sku\":\"Td-rep\",\"order_id\":\"td-rep-1\","
+                                    "\"guard\":\"redis-decr\"}"};
+    it_hammer(&l);
+    print_message("40 repeats of one order: 200:%d 503:%d 409:%d\n", l.by_status[200],
+                  l.by_status[503], l.by_status[409]);
+    struct it_resp r;
+    audit_json(1, "Td-rep", &r);
+    long long stock = field(&r, "stock"), sold = field(&r, "sold"), drift = field(&r, "drift");
+    it_resp_free(&r);
+    assert_int_equal(l.by_status[200], 40);
+    assert_int_equal(stock, 2);
+    assert_int_equal(sold, 1);
+    assert_int_equal(drift, 0);
+    assert_int_equal(redis_num("GET stock:{%s}", "Td-rep"), 2);
+    assert_int_equal(it_status("POST", u0, "{\"sku\":\"Td-rep\",\"order_id\":\"td-rep-2\","
+                                           "\"qty\":2,\"guard\":\"redis-decr\"}"), 200);
+    /* out of stock in Redis now: the repeat is still the first sale's echo */
+    assert_int_equal(it_http("POST", u1, "{\"sku\":\"Td-rep\",\"order_id\":\"td-rep-1\","
+                                         "\"guard\":\"redis-decr\"}", &r), 200);
+    assert_true(json_is_true(json_object_get(r.json, "duplicate")));
+    it_resp_free(&r);
+    assert_int_equal(it_status("POST", u1, "{\"sku\":\"Td-rep\",\"order_id\":\"td-rep-1\","
+                                           "\"qty\":2,\"guard\":\"redis-decr\"}"), 409);
+    assert_int_equal(it_status("POST", u1, "{\"sku\":\"Td-rep\",\"order_id\":\"td-rep-3\","
+                                           "\"guard\":\"redis-decr\"}"), 409);
+    struct it_audit a;
+    assert_int_equal(it_audit("Td-rep", &a), 0);
+    assert_int_equal(a.stock, 0);
+    assert_int_equal(a.sold, 3);
+    assert_true(a.consistent);
+    assert_int_equal(redis_num("GET stock:{%s}", "Td-rep"), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_decr_stale_intent_settled_by_audit),
         cmocka_unit_test(test_decr_reseed_during_sale_elsewhere),
+        cmocka_unit_test(test_decr_repeats_in_groups),
     };
     return cmocka_run_group_tests(tests, group_setup, NULL);
 }
