@@ -35,7 +35,8 @@ static struct rconn_script decr_script = RCONN_SCRIPT(
     RREC_LUA_GEN
     "local v = redis.call('GET', KEYS[1]) "
     "if not v then return {-2} end "
-    "if not in_gen(redis.call('GET', KEYS[2]) or '') then "
+    "local ep = redis.call('GET', KEYS[2]) or '' "
+    "if not in_gen(ep) then "
     "  redis.call('DEL', KEYS[1]) return {-2} end "
     "local t = redis.call('TIME') "
     "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) "
@@ -43,7 +44,6 @@ static struct rconn_script decr_script = RCONN_SCRIPT(
     "local stale = old[1] or '' "
     "if tonumber(v) < tonumber(ARGV[1]) then return {-1, stale} end "
     "local left = redis.call('DECRBY', KEYS[1], ARGV[1]) "
-    "local ep = redis.call('GET', KEYS[2]) or '' "
     "redis.call('ZADD', KEYS[3], now + tonumber(ARGV[4]), ARGV[2]) "
     "redis.call('HSET', KEYS[4], ARGV[2], ARGV[3] .. '\\n' .. ep .. '\\n' .. ARGV[1]) "
     "return {left, ep, stale, redis.call('GET', KEYS[5]) or ''}");
