@@ -9,6 +9,7 @@
 #include "base/db.h"
 #include "base/util.h"
 #include "guards/core/decr_group.h"
+#include "guards/core/gather.h"
 #include "guards/core/lock_fields.h"
 #include "guards/core/redis_reconcile.h"
 #include "guards/core/redis_shared.h"
@@ -47,6 +48,42 @@ static struct rconn_script decr_script = RCONN_SCRIPT(
     "redis.call('ZADD', KEYS[3], now + tonumber(ARGV[4]), ARGV[2]) "
     "redis.call('HSET', KEYS[4], ARGV[2], ARGV[3] .. '\\n' .. ep .. '\\n' .. ARGV[1]) "
     "return {left, ep, stale, redis.call('GET', KEYS[5]) or ''}");
+
+/* decr_script for several sales of one SKU in one call (the sales of an
+ * instance that reach Redis at the same time): KEYS as decr_script; ARGV
+ * per sale: qty, nonce, order_id, ms the write may take. {-2} as
+ * decr_script; else {epoch, stale, seeds, then per sale in order: its new
+ * stock, or -1 not enough}. Each sale taken is an intent, as one alone. */
+static struct rconn_script decide_many_script = RCONN_SCRIPT(
+    RREC_LUA_GEN
+    "local v = redis.call('GET', KEYS[1]) "
+    "if not v then return {-2} end "
+    "local ep = redis.call('GET', KEYS[2]) or '' "
+    "if not in_gen(ep) then "
+    "  redis.call('DEL', KEYS[1]) return {-2} end "
+    "local t = redis.call('TIME') "
+    "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) "
+    "local old = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now, 'LIMIT', 0, 1) "
+    "local out = {ep, old[1] or '', redis.call('GET', KEYS[5]) or ''} "
+    "local left = tonumber(v) "
+    "local z, h = {}, {} "
+    "for i = 1, #ARGV, 4 do "
+    "  local q = tonumber(ARGV[i]) "
+    "  if left < q then out[#out + 1] = -1 else "
+    "    left = left - q "
+    "    out[#out + 1] = left "
+    "    z[#z + 1] = now + tonumber(ARGV[i + 3]) "
+    "    z[#z + 1] = ARGV[i + 1] "
+    "    h[#h + 1] = ARGV[i + 1] "
+    "    h[#h + 1] = ARGV[i + 2] .. '\\n' .. ep .. '\\n' .. ARGV[i] "
+    "  end "
+    "end "
+    "if #z > 0 then "
+    "  redis.call('DECRBY', KEYS[1], tonumber(v) - left) "
+    "  redis.call('ZADD', KEYS[3], unpack(z)) "
+    "  redis.call('HSET', KEYS[4], unpack(h)) "
+    "end "
+    "return out");
 
 /* KEYS[1] intents, [2] intent details; ARGV[1] nonce. The sale is in
  * MySQL (or will never be given back by its own instance): forget it. */
@@ -192,6 +229,99 @@ static long long decrement(const struct rrec *k, const struct intent *in,
     return left;
 }
 
+/* One sale's decision in a group (decide_grouped). */
+struct decision {
+    const struct rrec *k;
+    const struct intent *in;
+    const struct deduct_req *req;
+    long write_ms;
+    long long left, seeds;     /* out: as decrement() */
+    char epoch[RREC_EPOCH_MAX], stale[96];
+    struct deduct_res *res;
+};
+
+/* gather_fn: the decisions of members[] (one SKU) in one script call.
+ * Only the first member is told of a stale intent (one settler). */
+static void decide_many(struct gather_member **m, int n, void *ctx)
+{
+    const struct decision *d0 = m[0]->arg;
+    const char *argv[5 + 4 * GATHER_MAX];
+    char qty[GATHER_MAX][24], ms[GATHER_MAX][24], seeds_key[KEYS_MAX], err[128];
+    keys_stock_seeds(seeds_key, d0->req->sku);
+    argv[0] = d0->k->state;
+    argv[1] = d0->k->epoch;
+    argv[2] = d0->in->zset;
+    argv[3] = d0->in->hash;
+    argv[4] = seeds_key;
+    int argc = 5;
+    for (int i = 0; i < n; i++) {
+        struct decision *d = m[i]->arg;
+        snprintf(qty[i], sizeof(qty[i]), "%ld", d->req->qty);
+        snprintf(ms[i], sizeof(ms[i]), "%ld", d->write_ms);
+        argv[argc++] = qty[i];
+        argv[argc++] = d->in->nonce;
+        argv[argc++] = d->req->order_id;
+        argv[argc++] = ms[i];
+    }
+    redisReply *r = rconn_eval(redis->pool, err, sizeof(err), &decide_many_script, 5, argc,
+                               argv);
+    int missing = r && r->type == REDIS_REPLY_ARRAY && r->elements == 1 &&
+                  r->element[0]->type == REDIS_REPLY_INTEGER && r->element[0]->integer == -2;
+    int ok = r && r->type == REDIS_REPLY_ARRAY && r->elements == (size_t)(3 + n);
+    for (int i = 0; ok && i < 3; i++)
+        ok = r->element[i]->type == REDIS_REPLY_STRING;
+    for (int i = 0; ok && i < n; i++)
+        ok = r->element[3 + i]->type == REDIS_REPLY_INTEGER;
+    for (int i = 0; i < n; i++) {
+        struct decision *d = m[i]->arg;
+        d->seeds = -1;
+        d->stale[0] = '\0';
+        if (missing) {
+            d->left = -2;
+        } else if (!ok) {
+            d->left = -3;
+            d->res->outcome = r ? DEDUCT_INTERNAL : DEDUCT_UNAVAILABLE;
+            snprintf(d->res->detail, sizeof(d->res->detail), "%s",
+                     r ? "unexpected reply from the decrement script" : err);
+        } else {
+            d->left = r->element[3 + i]->integer;
+            rrec_epoch_copy(d->epoch, r->element[0]);
+            if (i == 0)
+                snprintf(d->stale, sizeof(d->stale), "%.*s", (int)r->element[1]->len,
+                         r->element[1]->str);
+            if (r->element[2]->len > 0)
+                d->seeds = atoll(r->element[2]->str);
+        }
+    }
+    freeReplyObject(r);
+}
+
+static struct gather_table decide_table = GATHER_TABLE_INIT;
+
+/* decrement() with the other sales of the SKU deciding at the same time on
+ * this instance: one script call for all. A sale with replicas_ack is
+ * decided alone (its WAIT is its own). Same returns as decrement(). */
+static long long decide_grouped(const struct rrec *k, const struct intent *in,
+                                const struct deduct_req *req, long write_ms,
+                                char epoch[RREC_EPOCH_MAX], long long *seeds, char stale[96],
+                                long long *acked, struct deduct_res *res)
+{
+    if (acks_of(req) > 0)
+        return decrement(k, in, req, write_ms, epoch, seeds, stale, acked, res);
+    struct decision d = {.k = k, .in = in, .req = req, .write_ms = write_ms, .res = res};
+    struct gather_member me = {.arg = &d, .req = req};
+    *acked = 0;
+    if (gather_run(&decide_table, req->sku, &me, decide_many, NULL) == GATHER_EXPIRED) {
+        stock_past_deadline(req, res);   /* never sent: nothing taken */
+        stale[0] = '\0';
+        return -3;
+    }
+    memcpy(epoch, d.epoch, RREC_EPOCH_MAX);
+    memcpy(stale, d.stale, 96);
+    *seeds = d.seeds;
+    return d.left;
+}
+
 /* The sale is in MySQL (or its fate is Redis's reconciliation's): forget
  * its intent. A failure leaves it to be settled as stale (the ledger then
  * says it landed). */
@@ -311,7 +441,8 @@ static int redis_decr_deduct(const struct guard *self, const struct deduct_env *
     char epoch[RREC_EPOCH_MAX] = "", stale[96] = "";
     long long left = -2, acked = 0, seeds = -1;
     for (int attempt = 0; attempt < 2 && left == -2; attempt++) {
-        left = decrement(&k, &in, req, write_window_ms(req), epoch, &seeds, stale, &acked, res);
+        left = decide_grouped(&k, &in, req, write_window_ms(req), epoch, &seeds, stale, &acked,
+                              res);
         if (left == -2 && attempt == 0 && rrec_recover(&k, env, req->sku, fill_state, res) == 0)
             return 0;
     }
