@@ -47,8 +47,9 @@ enum { GATHER_RAN = 0, GATHER_EXPIRED = 1, GATHER_ALONE = 2 };
  * by fn (GATHER_RAN: by us as the leader or by another), or it left the
  * queue past its request's deadline before being taken (GATHER_EXPIRED:
  * never run), or the table was full (GATHER_ALONE: run with n = 1 by us).
- * Only one gather_once per table may exist; fn is the same for every call
- * on a table. */
+ * The run is the leader's: its fn and ctx (the same fn for every call on a
+ * table; ctx carries what belongs to the leader, such as its MySQL
+ * connection). */
 int gather_run(struct gather_table *t, const char *key, struct gather_member *me, gather_fn fn,
                void *ctx);
 
