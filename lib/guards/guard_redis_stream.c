@@ -730,6 +730,11 @@ static int stream_init(const struct guard *self, const struct guard_backends *b,
 {
     redis = b->redis;
     db_conf = b->db;
+    /* Warm start: the request path's scripts compiled in Redis before
+     * /healthz says ready. */
+    redis_shared_preload(redis, &group_script);
+    redis_shared_preload(redis, &sale_script);
+    redis_shared_preload(redis, &undo_script);
     pthread_mutex_lock(&sales_group.mu);
     sales_group.max = (int)conf.coalesce_max;
     pthread_mutex_unlock(&sales_group.mu);
