@@ -9,6 +9,8 @@
 #include "guard.h"
 
 #include "base/db.h"
+#include "base/metrics.h"
+#include "guards/core/coalesce.h"
 #include "guards/core/lock_fields.h"
 #include "guards/core/redis_reconcile.h"
 #include "guards/core/redis_shared.h"
@@ -45,12 +47,20 @@ static const struct cfg_opt options[] = {
     {"stream-hold", "LAB_STREAM_HOLD_MS", CFG_MS, "0", 0, 3600000,
      offsetof(struct sflush_conf, hold_ms), 0,
      "redis-stream, tests: hold each batch read this long before writing it to MySQL"},
+    {"stream-linger", "LAB_STREAM_LINGER_MS", CFG_MS, "10", 0, 1000,
+     offsetof(struct sflush_conf, linger_ms), 0,
+     "redis-stream: after a batch that was not full, let the next one gather this long "
+     "(larger batches, fewer MySQL commits; an idle stream is still read at once)"},
     {"stream-flusher", "LAB_STREAM_FLUSHER", CFG_BOOL, "1", 0, 1,
      offsetof(struct sflush_conf, enabled), 0,
      "redis-stream: run a flusher in this instance (0: sales only queue here)"},
     {"stream-order-ttl", "LAB_STREAM_ORDER_TTL_MS", CFG_MS, "86400s", 1000, 604800000,
      offsetof(struct sflush_conf, order_ttl_ms), 0,
      "redis-stream: how long Redis remembers an order_id's sale (repeats answered)"},
+    {"stream-coalesce", "LAB_STREAM_COALESCE", CFG_INT, "256", 1, COAL_GROUP_MAX,
+     offsetof(struct sflush_conf, coalesce_max), 0,
+     "redis-stream: most concurrent sales of one SKU in this instance sent to Redis as one "
+     "script call (1: one call per sale)"},
 };
 
 /* KEYS[1] stock, [2] epoch, [3] order, [4] stream, [5] pending entries,
@@ -98,6 +108,66 @@ static struct rconn_script sale_script = RCONN_SCRIPT(
     "    + tonumber(ARGV[6]), id) "
     "end "
     "return {left, id}");
+
+/* The sale script for a group of sales of one SKU (coalesce.h), none with
+ * replicas_ack: the same steps as sale_script for each sale in turn, so a
+ * group is exactly its sales run back to back; what every sale would
+ * repeat (the epoch, the generation check with its INFO, TIME, the pending
+ * counts) is paid once. KEYS[1] stock, [2] epoch, [3] stream, [4] pending
+ * entries, [5] pending units, [6..5+n] the sales' order keys; ARGV[1] sku,
+ * [2] instance, [3] order ttl ms, then (order_id, qty) per sale. Returns
+ * one reply per sale, each as sale_script's. */
+static struct rconn_script group_script = RCONN_SCRIPT(
+    RREC_LUA_GEN
+    "local ep = redis.call('GET', KEYS[2]) or '' "
+    "local gen_ok = nil "
+    "local t = redis.call('TIME') "
+    "local ms = string.format('%.0f', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)) "
+    "local out, np, nu = {}, 0, 0 "
+    "for i = 1, (#ARGV - 3) / 2 do "
+    "  local oid, qs = ARGV[2 * i + 2], ARGV[2 * i + 3] "
+    "  local q = tonumber(qs) "
+    "  local okey = KEYS[5 + i] "
+    "  local res = nil "
+    "  local o = redis.call('GET', okey) "
+    "  if o then "
+    "    local oep, osku, oqty, orem, oinst = "
+    "      string.match(o, '^(.-)\\n(.-)\\n(.-)\\n(.-)\\n(.*)$') "
+    "    local cur = ep "
+    "    if osku and osku ~= ARGV[1] then "
+    "      cur = redis.call('GET', 'sstock:{' .. osku .. '}:epoch') or '' "
+    "    end "
+    "    if osku and oep == cur then "
+    "      if osku ~= ARGV[1] or tonumber(oqty) ~= q then res = {-4, osku, oqty} "
+    "      else res = {-3, orem, oinst} end "
+    "    end "
+    "  end "
+    "  if not res then "
+    "    local v = redis.call('GET', KEYS[1]) "
+    "    if not v then res = {-2} "
+    "    else "
+    "      if gen_ok == nil then gen_ok = in_gen(ep) end "
+    "      if not gen_ok then redis.call('DEL', KEYS[1]) res = {-2} "
+    "      elseif tonumber(v) < q then res = {-1, v} "
+    "      else "
+    "        local left = redis.call('DECRBY', KEYS[1], q) "
+    "        local id = redis.call('XADD', KEYS[3], '*', 's', ARGV[1], 'o', oid, 'q', qs, "
+    "          'r', left, 'i', ARGV[2], 'g', '" GUARD_NAME "', 't', ms) "
+    "        redis.call('SET', okey, ep .. '\\n' .. ARGV[1] .. '\\n' .. qs .. '\\n' .. left "
+    "          .. '\\n' .. ARGV[2], 'PX', ARGV[3]) "
+    "        np = np + 1 "
+    "        nu = nu + q "
+    "        res = {left, id} "
+    "      end "
+    "    end "
+    "  end "
+    "  out[i] = res "
+    "end "
+    "if np > 0 then "
+    "  redis.call('HINCRBY', KEYS[4], ARGV[1], np) "
+    "  redis.call('HINCRBY', KEYS[5], ARGV[1], nu) "
+    "end "
+    "return out");
 
 /* KEYS[1] stock, [2] order, [3] stream, [4] pending entries, [5] pending
  * units, [6] unacked entries, [7] cancelled entries; ARGV[1] entry id, [2]
@@ -306,10 +376,98 @@ static int sell(const struct deduct_env *env, const struct deduct_req *req,
     return lost;
 }
 
+/* Concurrent sales of one SKU in this instance: one group_script call. */
+static struct coalescer sales_group = COALESCER_INIT;
+
+/* A member's own part of a group call. */
+struct group_sale {
+    const struct deduct_env *env;
+    int lost;                  /* the script found the stock lost (-2) */
+};
+
+#define GROUP_KEYS_FIXED 5
+#define GROUP_ARGS_FIXED 3
+
+/* coal_run_fn: one group_script call for m[0..n-1] (same SKU), each
+ * member's answer from its own element of the reply. Redis failing fails
+ * every member alike: nothing known to be written, as for one sale. */
+static void sell_group(struct coal_member *const *m, int n, void *ctx)
+{
+    (void)ctx;
+    const struct deduct_req *first = m[0]->req;
+    const struct group_sale *g0 = m[0]->arg;
+    int nkeys = GROUP_KEYS_FIXED + n, argc = nkeys + GROUP_ARGS_FIXED + 2 * n;
+    const char **argv = malloc((size_t)argc * sizeof(*argv));
+    char(*okey)[KEYS_MAX] = malloc((size_t)n * sizeof(*okey));
+    char(*qty)[24] = malloc((size_t)n * sizeof(*qty));
+    char stock[KEYS_MAX], epoch[KEYS_MAX], ttl[24], err[sizeof(m[0]->res->detail)];
+    redisReply *r = NULL;
+    if (!argv || !okey || !qty) {
+        snprintf(err, sizeof(err), "out of memory");
+        goto fail;
+    }
+    keys_sstock(stock, first->sku);
+    keys_sstock_epoch(epoch, first->sku);
+    snprintf(ttl, sizeof(ttl), "%ld", conf.order_ttl_ms);
+    argv[0] = stock;
+    argv[1] = epoch;
+    argv[2] = KEYS_SALES_STREAM;
+    argv[3] = KEYS_SALES_PENDING;
+    argv[4] = KEYS_SALES_PENDING_UNITS;
+    int a = nkeys;
+    argv[a++] = first->sku;
+    argv[a++] = g0->env->instance;
+    argv[a++] = ttl;
+    for (int i = 0; i < n; i++) {
+        keys_sorder(okey[i], m[i]->req->order_id);
+        snprintf(qty[i], sizeof(qty[i]), "%ld", m[i]->req->qty);
+        argv[GROUP_KEYS_FIXED + i] = okey[i];
+        argv[a++] = m[i]->req->order_id;
+        argv[a++] = qty[i];
+    }
+    r = rconn_eval(redis->pool, err, sizeof(err), &group_script, nkeys, argc, argv);
+    if (!r)
+        goto fail;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != (size_t)n) {
+        for (int i = 0; i < n; i++) {
+            m[i]->res->outcome = DEDUCT_INTERNAL;
+            snprintf(m[i]->res->detail, sizeof(m[i]->res->detail),
+                     "unexpected reply from the sale script");
+        }
+        goto out;
+    }
+    for (int i = 0; i < n; i++) {
+        struct group_sale *g = m[i]->arg;
+        g->lost = sale_reply(r->element[i], m[i]->req, m[i]->res);
+    }
+    goto out;
+fail:
+    for (int i = 0; i < n; i++) {
+        m[i]->res->outcome = DEDUCT_UNAVAILABLE;
+        snprintf(m[i]->res->detail, sizeof(m[i]->res->detail), "%s", err);
+    }
+out:
+    freeReplyObject(r);
+    free(argv);
+    free(okey);
+    free(qty);
+}
+
+/* One sale through its SKU's group. Returns 1 when Redis lost the stock,
+ * else 0 with res filled. */
+static int sell_grouped(const struct deduct_env *env, const struct deduct_req *req,
+                        struct deduct_res *res)
+{
+    struct group_sale g = {env, 0};
+    coal_submit(&sales_group, req->sku, req, res, &g, sell_group, NULL);
+    return g.lost;
+}
+
 static int stream_deduct(const struct guard *self, const struct deduct_env *env,
                          const struct deduct_req *req, struct deduct_res *res)
 {
-    if (!sell(env, req, res))
+    /* replicas_ack sales go alone: each WAITs on its own connection. */
+    if (!(acks_of(req) > 0 ? sell(env, req, res) : sell_grouped(env, req, res)))
         return 0;
     /* Redis lost the stock: the reconciliation reads MySQL, with this
      * thread's own connection (the request path had none). */
@@ -572,6 +730,14 @@ static int stream_init(const struct guard *self, const struct guard_backends *b,
 {
     redis = b->redis;
     db_conf = b->db;
+    /* Warm start: the request path's scripts compiled in Redis before
+     * /healthz says ready. */
+    redis_shared_preload(redis, &group_script);
+    redis_shared_preload(redis, &sale_script);
+    redis_shared_preload(redis, &undo_script);
+    pthread_mutex_lock(&sales_group.mu);
+    sales_group.max = (int)conf.coalesce_max;
+    pthread_mutex_unlock(&sales_group.mu);
     if (sflush_start(&conf, db_conf, redis->endpoint, b->instance, err, errlen) != 0) {
         redis = NULL;
         return -1;
@@ -583,6 +749,16 @@ static void stream_fini(const struct guard *self)
 {
     sflush_stop();
     redis = NULL;
+}
+
+/* The flusher's counters, and how many sales the group calls carried. */
+static void stream_export_metrics(void)
+{
+    unsigned long long calls, members;
+    coal_counts(&sales_group, &calls, &members);
+    metrics_set("lab_stream_sale_calls_total", "", (double)calls);
+    metrics_set("lab_stream_sale_call_members_total", "", (double)members);
+    sflush_export_metrics();
 }
 
 /* replicas_ack (lock_fields.h's row; no lock is taken). */
@@ -604,7 +780,7 @@ const struct guard guard_redis_stream = {
     .init = stream_init,
     .fini = stream_fini,
     .uses_redis = 1,
-    .export_metrics = sflush_export_metrics,
+    .export_metrics = stream_export_metrics,
     .no_mysql_deduct = 1,
     .pending = stream_pending,
     .queued = stream_queued,

@@ -59,7 +59,12 @@ def expect(fault, guard, fields):
         if guard == "redis-stream":
             return "held", ("the reseed waits for the SKU's unflushed sales and clears the ledger "
                             "with them; sales after it start the new seed; drift 0")
-        if guard in ("redis-decr", "segmented"):
+        if guard == "redis-decr":
+            return "held", ("the reseed writes a new epoch and the row's reseed count (seeds) with "
+                            "the new Redis stock; a sale decided on the old stock writes MySQL only "
+                            "while the row has the seeds it was decided under: refused (503 "
+                            "reseeded, nothing sold), its units not given to the new state; drift 0")
+        if guard == "segmented":
             return "held", ("the reseed writes a new epoch; a sale decided in the old epoch gives its "
                             "units back only into that epoch, and MySQL's relative write keeps the "
                             "floor; drift 0 once settled")
@@ -156,7 +161,8 @@ def expect(fault, guard, fields):
             return "held", "nobody keeps the lease alive: etcd expires it and deletes the lock key after lock_ttl_ms"
         if guard == "redis-decr":
             return "held", ("killed between its Redis decision and its MySQL write: the intent passes its "
-                            "deadline and the next sale gives the units back; drift 0")
+                            "deadline and the next sale of the SKU, or its audit, settles it (the "
+                            "ledger tells whether the sale landed; if not, its units go back); drift 0")
         if guard == "redis-stream":
             return "held", "the killed instance's unflushed stream entries are claimed by the other's flusher"
         if guard in NO_GUARD:
