@@ -531,6 +531,50 @@ static void test_etcd_server_minimum_400(void **state)
     assert_true(a.consistent);
 }
 
+/* etcd hangs (SIGSTOP) while a sale waits for a held lock: the waiter
+ * cannot tell a busy lock from a hung etcd by its lock call alone, but it
+ * must answer 503 backend_unavailable (not lock_timeout, which tells the
+ * client to retry a busy SKU) well before its lock_wait_ms of 8 s and
+ * within the request's deadline. */
+static void test_etcd_hung_during_wait(void **state)
+{
+    const char *sku = "ETCD-hungwait";
+    assert_int_equal(it_seed(sku, 10), 200);
+    char url1[256], url2[256];
+    deduct_url(0, url1, sizeof(url1));
+    deduct_url(1, url2, sizeof(url2));
+    struct holder h = {.url = url1,
+                       .body = "{\"sku\":\"ETCD-hungwait\",\"guard\":\"etcd\",\"hold_ms\":3000,"
+                               "\"order_id\":\"ETCD-hungwait-holder\"}"};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, hold_thread, &h), 0);
+    int held = wait_keys(sku, 1);
+    struct holder w = {.url = url2,
+                       .body = "{\"sku\":\"ETCD-hungwait\",\"guard\":\"etcd\","
+                               "\"lock_wait_ms\":8000,\"order_id\":\"ETCD-hungwait-waiter\"}"};
+    pthread_t tw;
+    double t0 = now_s();
+    assert_int_equal(pthread_create(&tw, NULL, hold_thread, &w), 0);
+    int waiting = wait_keys(sku, 2);   /* the waiter's key is queued */
+    pause_etcd(1);
+    pthread_join(tw, NULL);
+    double took = now_s() - t0;
+    pause_etcd(0);
+    pthread_join(t, NULL);
+    print_message("waiter with etcd hung during its wait: %ld %s after %.2f s (holder: %ld %s)\n",
+                  w.status, w.error, took, h.status, h.error);
+    assert_int_equal(held, 0);
+    assert_int_equal(waiting, 0);
+    assert_int_equal(w.status, 503);
+    assert_string_equal(w.error, "backend_unavailable");
+    assert_true(took < 6.0);   /* well inside lock_wait_ms 8 s and the 10 s deadline */
+    struct it_audit a;
+    assert_int_equal(it_audit(sku, &a), 0);
+    assert_true(a.sold <= 1);
+    assert_int_equal(a.oversold, 0);
+    assert_true(a.consistent);
+}
+
 /* One deduction on instance inst; returns the status, error in err. */
 static long deduct_once(int inst, const char *sku, const char *oid, char *err, size_t errlen,
                         double *took)
@@ -616,6 +660,7 @@ int main(void)
         cmocka_unit_test(test_etcd_killed_holder_frees),
         cmocka_unit_test(test_etcd_release),
         cmocka_unit_test(test_etcd_server_minimum_400),
+        cmocka_unit_test_teardown(test_etcd_hung_during_wait, restart_etcd),
         cmocka_unit_test_teardown(test_etcd_down_then_back, restart_etcd),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
