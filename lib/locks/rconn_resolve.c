@@ -11,7 +11,6 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,17 +32,6 @@ struct lookup {
 };
 
 static atomic_int pending;    /* lookups whose caller gave up, still running */
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (!err || errlen == 0)
-        return;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 static void lookup_unref(struct lookup *l)
 {
@@ -98,9 +86,14 @@ static int is_numeric(const char *host)
 int rconn_resolve(const char *host, int timeout_ms, char *ip, size_t iplen, char *err,
                   size_t errlen)
 {
+    char unused[8];
+    if (!err || errlen == 0) {
+        err = unused;
+        errlen = sizeof unused;
+    }
     if (!host || !*host || strlen(host) >= sizeof(((struct lookup *)0)->host) ||
         iplen < INET6_ADDRSTRLEN) {
-        set_err(err, errlen, "bad host name '%.60s'", host ? host : "");
+        snprintf(err, errlen, "bad host name '%.60s'", host ? host : "");
         return -1;
     }
     if (is_numeric(host)) {
@@ -108,7 +101,7 @@ int rconn_resolve(const char *host, int timeout_ms, char *ip, size_t iplen, char
         return 0;
     }
     if (atomic_load(&pending) >= RCONN_RESOLVE_PENDING_MAX) {
-        set_err(err, errlen, "resolving %.60s: %d earlier lookups still hang", host,
+        snprintf(err, errlen, "resolving %.60s: %d earlier lookups still hang", host,
                 RCONN_RESOLVE_PENDING_MAX);
         return -1;
     }
@@ -116,7 +109,7 @@ int rconn_resolve(const char *host, int timeout_ms, char *ip, size_t iplen, char
         timeout_ms = 1;
     struct lookup *l = calloc(1, sizeof *l);
     if (!l) {
-        set_err(err, errlen, "resolving %.60s: out of memory", host);
+        snprintf(err, errlen, "resolving %.60s: out of memory", host);
         return -1;
     }
     pthread_mutex_init(&l->mu, NULL);
@@ -138,7 +131,7 @@ int rconn_resolve(const char *host, int timeout_ms, char *ip, size_t iplen, char
     if (terr) {
         l->refs = 1;
         lookup_unref(l);
-        set_err(err, errlen, "resolving %.60s: cannot start a thread: %s", host, strerror(terr));
+        snprintf(err, errlen, "resolving %.60s: cannot start a thread: %s", host, strerror(terr));
         return -1;
     }
 
@@ -159,13 +152,13 @@ int rconn_resolve(const char *host, int timeout_ms, char *ip, size_t iplen, char
         snprintf(ip, iplen, "%s", l->ip);
         rc = 0;
     } else if (l->done) {
-        set_err(err, errlen, "resolving %.60s: %s", host, gai_strerror(l->rc));
+        snprintf(err, errlen, "resolving %.60s: %s", host, gai_strerror(l->rc));
     } else {
         /* Counted under the mutex the thread reads `abandoned` with, so
          * it is taken off exactly once. */
         l->abandoned = 1;
         atomic_fetch_add(&pending, 1);
-        set_err(err, errlen, "resolving %.60s took longer than %d ms", host, timeout_ms);
+        snprintf(err, errlen, "resolving %.60s took longer than %d ms", host, timeout_ms);
     }
     pthread_mutex_unlock(&l->mu);
     lookup_unref(l);
