@@ -177,7 +177,8 @@ static int error_kind(long status, json_t *j, char *err, size_t errlen)
 struct lock_probe {
     struct etcd_client *c;
     int64_t lease_id;
-    long probe_ms;
+    long probe_ms;               /* between probes */
+    long bound_ms;               /* one probe's bound: the op timeout */
     int64_t next_ms, until_ms;   /* next probe; end of the wait */
     int failed;                  /* 1: a probe got no answer; 2: lease gone */
 };
@@ -190,7 +191,7 @@ static int probe_on_progress(void *ud, curl_off_t dltotal, curl_off_t dlnow, cur
     int64_t now = util_now_ms();
     if (now < p->next_ms || now >= p->until_ms)
         return 0;
-    long bound = p->probe_ms;
+    long bound = p->bound_ms;
     if (bound > p->until_ms - now)
         bound = (long)(p->until_ms - now);
     /* Another handle from the pool: allowed inside this callback, and the
@@ -276,7 +277,7 @@ static int call(struct etcd_client *c, const char *path, const char *body, long 
             atomic_fetch_add(&c->stats->call_failures, 1);
             if (probe && probe->failed)
                 snprintf(err, errlen, "etcd %s: no answer to a keep-alive within %ld ms while "
-                         "waiting for the lock", c->urls[i], probe->probe_ms);
+                         "waiting for the lock", c->urls[i], probe->bound_ms);
             else
                 snprintf(err, errlen, "etcd %s: %s", c->urls[i], curl_easy_strerror(cc));
             rc = ETCD_EUNAVAIL;
@@ -487,9 +488,11 @@ int etcd_lock(struct etcd_client *c, const char *name, int64_t lease_id, long wa
     snprintf(body, sizeof(body), "{\"name\":\"%s\",\"lease\":\"%" PRId64 "\"}", name64,
              lease_id);
     json_t *j;
-    /* Probe twice per op bound: a hang is seen within 1.5 of them. */
+    /* Probe twice per op bound, each probe bounded like any other call: a
+     * hang is seen within 1.5 op bounds (plus the callback's period). */
     struct lock_probe probe = {.c = c, .lease_id = lease_id,
-                               .probe_ms = c->op_timeout_ms / 2 > 0 ? c->op_timeout_ms / 2 : 1};
+                               .probe_ms = c->op_timeout_ms / 2 > 0 ? c->op_timeout_ms / 2 : 1,
+                               .bound_ms = c->op_timeout_ms};
     int rc = call(c, "/v3/lock/lock", body, wait_ms, &probe, &j, err, errlen);
     if (rc != ETCD_OK)
         return rc == ETCD_ENOENT ? ETCD_ERR : rc;   /* lease gone */
