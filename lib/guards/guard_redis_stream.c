@@ -112,15 +112,17 @@ static struct rconn_script sale_script = RCONN_SCRIPT(
 /* The sale script for a group of sales of one SKU (coalesce.h), none with
  * replicas_ack: the same steps as sale_script for each sale in turn, so a
  * group is exactly its sales run back to back; what every sale would
- * repeat (the epoch, the generation check with its INFO, TIME, the pending
- * counts) is paid once. KEYS[1] stock, [2] epoch, [3] stream, [4] pending
+ * repeat (the epoch, the stock read and the generation check with its
+ * INFO, TIME, the decrement, the pending counts) is paid once: the stock
+ * is read once, followed in the script, and decremented by the group's
+ * units at the end (nothing else runs in between). KEYS[1] stock, [2] epoch, [3] stream, [4] pending
  * entries, [5] pending units, [6..5+n] the sales' order keys; ARGV[1] sku,
  * [2] instance, [3] order ttl ms, then (order_id, qty) per sale. Returns
  * one reply per sale, each as sale_script's. */
 static struct rconn_script group_script = RCONN_SCRIPT(
     RREC_LUA_GEN
     "local ep = redis.call('GET', KEYS[2]) or '' "
-    "local gen_ok = nil "
+    "local st, cur = 0, 0 "
     "local t = redis.call('TIME') "
     "local ms = string.format('%.0f', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)) "
     "local out, np, nu = {}, 0, 0 "
@@ -133,37 +135,39 @@ static struct rconn_script group_script = RCONN_SCRIPT(
     "  if o then "
     "    local oep, osku, oqty, orem, oinst = "
     "      string.match(o, '^(.-)\\n(.-)\\n(.-)\\n(.-)\\n(.*)$') "
-    "    local cur = ep "
+    "    local oc = ep "
     "    if osku and osku ~= ARGV[1] then "
-    "      cur = redis.call('GET', 'sstock:{' .. osku .. '}:epoch') or '' "
+    "      oc = redis.call('GET', 'sstock:{' .. osku .. '}:epoch') or '' "
     "    end "
-    "    if osku and oep == cur then "
+    "    if osku and oep == oc then "
     "      if osku ~= ARGV[1] or tonumber(oqty) ~= q then res = {-4, osku, oqty} "
     "      else res = {-3, orem, oinst} end "
     "    end "
     "  end "
     "  if not res then "
-    "    local v = redis.call('GET', KEYS[1]) "
-    "    if not v then res = {-2} "
+    "    if st == 0 then "
+    "      local v = redis.call('GET', KEYS[1]) "
+    "      if not v then st = 2 "
+    "      elseif not in_gen(ep) then redis.call('DEL', KEYS[1]) st = 2 "
+    "      else st = 1 cur = tonumber(v) end "
+    "    end "
+    "    if st == 2 then res = {-2} "
+    "    elseif cur < q then res = {-1, string.format('%d', cur)} "
     "    else "
-    "      if gen_ok == nil then gen_ok = in_gen(ep) end "
-    "      if not gen_ok then redis.call('DEL', KEYS[1]) res = {-2} "
-    "      elseif tonumber(v) < q then res = {-1, v} "
-    "      else "
-    "        local left = redis.call('DECRBY', KEYS[1], q) "
-    "        local id = redis.call('XADD', KEYS[3], '*', 's', ARGV[1], 'o', oid, 'q', qs, "
-    "          'r', left, 'i', ARGV[2], 'g', '" GUARD_NAME "', 't', ms) "
-    "        redis.call('SET', okey, ep .. '\\n' .. ARGV[1] .. '\\n' .. qs .. '\\n' .. left "
-    "          .. '\\n' .. ARGV[2], 'PX', ARGV[3]) "
-    "        np = np + 1 "
-    "        nu = nu + q "
-    "        res = {left, id} "
-    "      end "
+    "      cur = cur - q "
+    "      nu = nu + q "
+    "      np = np + 1 "
+    "      local id = redis.call('XADD', KEYS[3], '*', 's', ARGV[1], 'o', oid, 'q', qs, "
+    "        'r', cur, 'i', ARGV[2], 'g', '" GUARD_NAME "', 't', ms) "
+    "      redis.call('SET', okey, ep .. '\\n' .. ARGV[1] .. '\\n' .. qs .. '\\n' .. cur "
+    "        .. '\\n' .. ARGV[2], 'PX', ARGV[3]) "
+    "      res = {cur, id} "
     "    end "
     "  end "
     "  out[i] = res "
     "end "
     "if np > 0 then "
+    "  redis.call('DECRBY', KEYS[1], nu) "
     "  redis.call('HINCRBY', KEYS[4], ARGV[1], np) "
     "  redis.call('HINCRBY', KEYS[5], ARGV[1], nu) "
     "end "
