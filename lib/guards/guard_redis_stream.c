@@ -109,61 +109,68 @@ static struct rconn_script sale_script = RCONN_SCRIPT(
     "end "
     "return {left, id}");
 
-/* The sale script for a group of sales of one SKU (coalesce.h), none with
- * replicas_ack: the same steps as sale_script for each sale in turn, so a
- * group is exactly its sales run back to back; what every sale would
- * repeat (the epoch, the generation check with its INFO, TIME, the pending
- * counts) is paid once. KEYS[1] stock, [2] epoch, [3] stream, [4] pending
- * entries, [5] pending units, [6..5+n] the sales' order keys; ARGV[1] sku,
- * [2] instance, [3] order ttl ms, then (order_id, qty) per sale. Returns
- * one reply per sale, each as sale_script's. */
+/* The sale script for a group of sales of one SKU (coalesce.h): the same
+ * steps as sale_script for each sale in turn, so a group is exactly its
+ * sales run back to back; what every sale would repeat (the epoch, the
+ * stock read and the generation check with its INFO, TIME, the decrement,
+ * the pending counts) is paid once: the stock is read once, followed in
+ * the script, and decremented by the group's units at the end (nothing
+ * else runs in between). KEYS[1] stock, [2] epoch, [3] stream, [4] pending
+ * entries, [5] pending units, [6] unacked entries, [7..6+n] the sales'
+ * order keys; ARGV[1] sku, [2] instance, [3] order ttl ms, then (order_id,
+ * qty, ms the sale may wait for its replicas) per sale (sale_script's
+ * ARGV[6]). Returns one reply per sale, each as sale_script's. */
 static struct rconn_script group_script = RCONN_SCRIPT(
     RREC_LUA_GEN
     "local ep = redis.call('GET', KEYS[2]) or '' "
-    "local gen_ok = nil "
+    "local st, cur = 0, 0 "
     "local t = redis.call('TIME') "
     "local ms = string.format('%.0f', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)) "
     "local out, np, nu = {}, 0, 0 "
-    "for i = 1, (#ARGV - 3) / 2 do "
-    "  local oid, qs = ARGV[2 * i + 2], ARGV[2 * i + 3] "
+    "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) "
+    "for i = 1, (#ARGV - 3) / 3 do "
+    "  local oid, qs, hold = ARGV[3 * i + 1], ARGV[3 * i + 2], tonumber(ARGV[3 * i + 3]) "
     "  local q = tonumber(qs) "
-    "  local okey = KEYS[5 + i] "
+    "  local okey = KEYS[6 + i] "
     "  local res = nil "
     "  local o = redis.call('GET', okey) "
     "  if o then "
     "    local oep, osku, oqty, orem, oinst = "
     "      string.match(o, '^(.-)\\n(.-)\\n(.-)\\n(.-)\\n(.*)$') "
-    "    local cur = ep "
+    "    local oc = ep "
     "    if osku and osku ~= ARGV[1] then "
-    "      cur = redis.call('GET', 'sstock:{' .. osku .. '}:epoch') or '' "
+    "      oc = redis.call('GET', 'sstock:{' .. osku .. '}:epoch') or '' "
     "    end "
-    "    if osku and oep == cur then "
+    "    if osku and oep == oc then "
     "      if osku ~= ARGV[1] or tonumber(oqty) ~= q then res = {-4, osku, oqty} "
     "      else res = {-3, orem, oinst} end "
     "    end "
     "  end "
     "  if not res then "
-    "    local v = redis.call('GET', KEYS[1]) "
-    "    if not v then res = {-2} "
+    "    if st == 0 then "
+    "      local v = redis.call('GET', KEYS[1]) "
+    "      if not v then st = 2 "
+    "      elseif not in_gen(ep) then redis.call('DEL', KEYS[1]) st = 2 "
+    "      else st = 1 cur = tonumber(v) end "
+    "    end "
+    "    if st == 2 then res = {-2} "
+    "    elseif cur < q then res = {-1, string.format('%d', cur)} "
     "    else "
-    "      if gen_ok == nil then gen_ok = in_gen(ep) end "
-    "      if not gen_ok then redis.call('DEL', KEYS[1]) res = {-2} "
-    "      elseif tonumber(v) < q then res = {-1, v} "
-    "      else "
-    "        local left = redis.call('DECRBY', KEYS[1], q) "
-    "        local id = redis.call('XADD', KEYS[3], '*', 's', ARGV[1], 'o', oid, 'q', qs, "
-    "          'r', left, 'i', ARGV[2], 'g', '" GUARD_NAME "', 't', ms) "
-    "        redis.call('SET', okey, ep .. '\\n' .. ARGV[1] .. '\\n' .. qs .. '\\n' .. left "
-    "          .. '\\n' .. ARGV[2], 'PX', ARGV[3]) "
-    "        np = np + 1 "
-    "        nu = nu + q "
-    "        res = {left, id} "
-    "      end "
+    "      cur = cur - q "
+    "      nu = nu + q "
+    "      np = np + 1 "
+    "      local id = redis.call('XADD', KEYS[3], '*', 's', ARGV[1], 'o', oid, 'q', qs, "
+    "        'r', cur, 'i', ARGV[2], 'g', '" GUARD_NAME "', 't', ms) "
+    "      redis.call('SET', okey, ep .. '\\n' .. ARGV[1] .. '\\n' .. qs .. '\\n' .. cur "
+    "        .. '\\n' .. ARGV[2], 'PX', ARGV[3]) "
+    "      if hold > 0 then redis.call('ZADD', KEYS[6], now + hold, id) end "
+    "      res = {cur, id} "
     "    end "
     "  end "
     "  out[i] = res "
     "end "
     "if np > 0 then "
+    "  redis.call('DECRBY', KEYS[1], nu) "
     "  redis.call('HINCRBY', KEYS[4], ARGV[1], np) "
     "  redis.call('HINCRBY', KEYS[5], ARGV[1], nu) "
     "end "
@@ -385,24 +392,49 @@ struct group_sale {
     int lost;                  /* the script found the stock lost (-2) */
 };
 
-#define GROUP_KEYS_FIXED 5
+#define GROUP_KEYS_FIXED 6
 #define GROUP_ARGS_FIXED 3
 
-/* coal_run_fn: one group_script call for m[0..n-1] (same SKU), each
- * member's answer from its own element of the reply. Redis failing fails
- * every member alike: nothing known to be written, as for one sale. */
+/* replicas_ack met for these entries: flushers may write them now (best
+ * effort: else they do once their wait has run out). */
+static void confirm_sales(const char **ids, int n)
+{
+    if (n <= 0)
+        return;
+    char err[128];
+    const char **argv = malloc((size_t)(n + 2) * sizeof(*argv));
+    if (!argv)
+        return;
+    argv[0] = "ZREM";
+    argv[1] = KEYS_SALES_UNACKED;
+    memcpy(argv + 2, ids, (size_t)n * sizeof(*ids));
+    redisReply *r = rconn_cmd_argv(redis->pool, err, sizeof(err), n + 2, argv);
+    freeReplyObject(r);
+    free(argv);
+}
+
+/* coal_run_fn: one group_script call for m[0..n-1] (same SKU; all with
+ * replicas_ack or all without), each member's answer from its own element
+ * of the reply. With replicas_ack, one WAIT on the call's connection for
+ * the group: the most replicas any member asks, within the least time any
+ * member has left; then each sale is confirmed or undone against its own
+ * number (undo_sale: 503 "undone" or "may stand", never "sold"). Redis
+ * failing fails every member alike: nothing known to be written, as for
+ * one sale. */
 static void sell_group(struct coal_member *const *m, int n, void *ctx)
 {
     (void)ctx;
     const struct deduct_req *first = m[0]->req;
     const struct group_sale *g0 = m[0]->arg;
-    int nkeys = GROUP_KEYS_FIXED + n, argc = nkeys + GROUP_ARGS_FIXED + 2 * n;
+    int nkeys = GROUP_KEYS_FIXED + n, argc = nkeys + GROUP_ARGS_FIXED + 3 * n;
     const char **argv = malloc((size_t)argc * sizeof(*argv));
+    const char **ids = malloc((size_t)n * sizeof(*ids));
     char(*okey)[KEYS_MAX] = malloc((size_t)n * sizeof(*okey));
     char(*qty)[24] = malloc((size_t)n * sizeof(*qty));
+    char(*hold)[24] = malloc((size_t)n * sizeof(*hold));
     char stock[KEYS_MAX], epoch[KEYS_MAX], ttl[24], err[sizeof(m[0]->res->detail)];
     redisReply *r = NULL;
-    if (!argv || !okey || !qty) {
+    if (!argv || !ids || !okey || !qty || !hold) {
         snprintf(err, sizeof(err), "out of memory");
         goto fail;
     }
@@ -414,18 +446,33 @@ static void sell_group(struct coal_member *const *m, int n, void *ctx)
     argv[2] = KEYS_SALES_STREAM;
     argv[3] = KEYS_SALES_PENDING;
     argv[4] = KEYS_SALES_PENDING_UNITS;
-    int a = nkeys;
+    argv[5] = KEYS_SALES_UNACKED;
+    int a = nkeys, acks = 0;
+    long wait_ms = REDIS_REPLICAS_ACK_MAX_MS;
     argv[a++] = first->sku;
     argv[a++] = g0->env->instance;
     argv[a++] = ttl;
     for (int i = 0; i < n; i++) {
-        keys_sorder(okey[i], m[i]->req->order_id);
-        snprintf(qty[i], sizeof(qty[i]), "%ld", m[i]->req->qty);
+        const struct deduct_req *q = m[i]->req;
+        keys_sorder(okey[i], q->order_id);
+        snprintf(qty[i], sizeof(qty[i]), "%ld", q->qty);
+        /* The entry waits for our verdict at most the WAIT plus a margin
+         * for the round trips around it; past that, flushers write it. */
+        long w = ack_wait_ms(q);
+        snprintf(hold[i], sizeof(hold[i]), "%ld",
+                 acks_of(q) > 0 ? w + REPLICAS_ACK_MARGIN_MS : 0L);
+        if (acks_of(q) > acks)
+            acks = acks_of(q);
+        if (acks_of(q) > 0 && w < wait_ms)
+            wait_ms = w;
         argv[GROUP_KEYS_FIXED + i] = okey[i];
-        argv[a++] = m[i]->req->order_id;
+        argv[a++] = q->order_id;
         argv[a++] = qty[i];
+        argv[a++] = hold[i];
     }
-    r = rconn_eval(redis->pool, err, sizeof(err), &group_script, nkeys, argc, argv);
+    long long acked = 0;
+    r = redis_shared_eval_acked(redis, &group_script, nkeys, argc, argv, acks, wait_ms, &acked,
+                                err, sizeof(err));
     if (!r)
         goto fail;
     if (r->type != REDIS_REPLY_ARRAY || r->elements != (size_t)n) {
@@ -436,10 +483,23 @@ static void sell_group(struct coal_member *const *m, int n, void *ctx)
         }
         goto out;
     }
+    int nconfirm = 0;
     for (int i = 0; i < n; i++) {
         struct group_sale *g = m[i]->arg;
-        g->lost = sale_reply(r->element[i], m[i]->req, m[i]->res);
+        const redisReply *e = r->element[i];
+        g->lost = sale_reply(e, m[i]->req, m[i]->res);
+        /* replicas_ack: a failover to a replica without this sale would
+         * lose it (and sell its unit again); fewer replicas than asked
+         * undo it. */
+        if (m[i]->res->outcome != DEDUCT_SOLD || acks_of(m[i]->req) <= 0 ||
+            e->elements < 2 || e->element[1]->type != REDIS_REPLY_STRING)
+            continue;
+        if (acked < acks_of(m[i]->req))
+            undo_sale(m[i]->req, e->element[1]->str, acked, m[i]->res);
+        else
+            ids[nconfirm++] = e->element[1]->str;
     }
+    confirm_sales(ids, nconfirm);
     goto out;
 fail:
     for (int i = 0; i < n; i++) {
@@ -449,25 +509,29 @@ fail:
 out:
     freeReplyObject(r);
     free(argv);
+    free(ids);
     free(okey);
     free(qty);
+    free(hold);
 }
 
-/* One sale through its SKU's group. Returns 1 when Redis lost the stock,
- * else 0 with res filled. */
+/* One sale through its SKU's group (sales with replicas_ack group apart:
+ * they wait for the WAIT). Returns 1 when Redis lost the stock, else 0
+ * with res filled. */
 static int sell_grouped(const struct deduct_env *env, const struct deduct_req *req,
                         struct deduct_res *res)
 {
     struct group_sale g = {env, 0};
-    coal_submit(&sales_group, req->sku, req, res, &g, sell_group, NULL);
+    char key[COAL_KEY_MAX];
+    snprintf(key, sizeof(key), "%s%s", req->sku, acks_of(req) > 0 ? "\n+ack" : "");
+    coal_submit(&sales_group, key, req, res, &g, sell_group, NULL);
     return g.lost;
 }
 
 static int stream_deduct(const struct guard *self, const struct deduct_env *env,
                          const struct deduct_req *req, struct deduct_res *res)
 {
-    /* replicas_ack sales go alone: each WAITs on its own connection. */
-    if (!(acks_of(req) > 0 ? sell(env, req, res) : sell_grouped(env, req, res)))
+    if (!sell_grouped(env, req, res))
         return 0;
     /* Redis lost the stock: the reconciliation reads MySQL, with this
      * thread's own connection (the request path had none). */

@@ -123,7 +123,7 @@ void coal_submit(struct coalescer *c, const char *key, const struct deduct_req *
     struct coal_member me = {.req = req, .res = res, .arg = arg, .state = MEMBER_QUEUED};
     struct coal_member *alone[1] = {&me};
     pthread_mutex_lock(&c->mu);
-    struct coal_slot *s = ready(c) ? slot_find(c, key) : NULL;
+    struct coal_slot *s = ready(c) && strlen(key) < COAL_KEY_MAX ? slot_find(c, key) : NULL;
     if (!s || s->nopen >= c->max || pthread_cond_init(&me.cv, &cv_attr) != 0) {
         if (s && s->users == 0)
             s->key[0] = '\0';

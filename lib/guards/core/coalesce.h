@@ -16,6 +16,7 @@
 
 #define COAL_SLOTS 64          /* keys with a group at once; more run alone */
 #define COAL_GROUP_MAX 256     /* members of one call at most */
+#define COAL_KEY_MAX (STOCK_SKU_MAX + 16)   /* a SKU and a short suffix */
 
 /* One request waiting in a group. */
 struct coal_member {
@@ -31,7 +32,7 @@ struct coal_member {
 typedef void (*coal_run_fn)(struct coal_member *const *m, int n, void *ctx);
 
 struct coal_slot {
-    char key[STOCK_SKU_MAX + 1];   /* "" = free */
+    char key[COAL_KEY_MAX];        /* "" = free */
     int users, has_leader, in_flight, nopen;
     struct coal_member *open[COAL_GROUP_MAX];
     pthread_cond_t cv;             /* the next leader: a call of the key ended */
@@ -51,7 +52,8 @@ struct coalescer {
 
 /* Sell req in a group of its key: returns when res is filled (by run, or
  * DEDUCT_DEADLINE when it expired queued). When no slot is free (more
- * than COAL_SLOTS keys at once) the request runs as a group of one. */
+ * than COAL_SLOTS keys at once), or the key is COAL_KEY_MAX long or more,
+ * the request runs as a group of one. */
 void coal_submit(struct coalescer *c, const char *key, const struct deduct_req *req,
                  struct deduct_res *res, void *arg, coal_run_fn run, void *ctx);
 
