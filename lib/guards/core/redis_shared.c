@@ -231,4 +231,5 @@ void redis_shared_export_metrics(struct redis_shared *rs)
     mirror("lab_lock_lost_total", s.lost);
     mirror("lab_lock_foreign_release_total", s.foreign_release);
     mirror("lab_lock_unavailable_total", s.unavailable);
+    mirror("lab_lock_handoffs_total", s.handoffs);
 }
