@@ -98,6 +98,12 @@ def expect(fault, guard, fields):
                         "no fencing: with every segment busy a buyer would take the expired one and "
                         "the resumed holder would overwrite its write")
     if fault == "failover" and guard in ("redis-decr", "redis-stream", "segmented"):
+        if fields.get("replicas_ack") and guard == "segmented":
+            return "held", ("replicas_ack=1: each segment write waits (WAIT 1) for the replica before "
+                            "MySQL is written; the stalled replica acknowledges none, so those units go "
+                            "back into their segment and the sale answers 503, MySQL untouched. Every "
+                            "segment write MySQL has is on the promoted replica: no answered sale "
+                            "lost, no unit sold twice; drift 0")
         if fields.get("replicas_ack"):
             return "held", ("replicas_ack=1: a sale the stalled replica did not acknowledge is undone "
                             "and answered 503, so the promoted replica misses no answered sale; drift 0")
@@ -105,9 +111,10 @@ def expect(fault, guard, fields):
             return "broke", ("the replica is asynchronous: the segment writes made while it lagged never "
                              "reached it, and segmented does not detect a promoted replica (only "
                              "redis-decr and redis-stream keep lab:replid): the promoted replica's "
-                             "segments hold more than MySQL (drift > 0) until a floor refusal reconciles. "
-                             "segmented has no replicas_ack yet: run it on Redis without a replica, or "
-                             "use redis-decr")
+                             "segments hold more than MySQL (drift > 0), units it will sell again, until "
+                             "a floor refusal reconciles. replicas_ack=1 makes it hold (a segment write "
+                             "no replica acknowledged is given back, 503); or run it on Redis without a "
+                             "replica")
         if guard == "redis-decr":
             return "held", ("the replica is asynchronous and lost the decrements made while it lagged, "
                             "but redis-decr writes MySQL on the request path and its scripts see the "
