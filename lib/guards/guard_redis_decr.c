@@ -9,7 +9,7 @@
 #include "base/db.h"
 #include "base/util.h"
 #include "guards/core/decr_group.h"
-#include "guards/core/gather.h"
+#include "guards/core/coalesce.h"
 #include "guards/core/lock_fields.h"
 #include "guards/core/redis_reconcile.h"
 #include "guards/core/redis_shared.h"
@@ -240,13 +240,16 @@ struct decision {
     struct deduct_res *res;
 };
 
-/* gather_fn: the decisions of members[] (one SKU) in one script call.
+/* Most decisions per script call. */
+#define DECIDE_MAX 128
+
+/* coal_run_fn: the decisions of members[] (one SKU) in one script call.
  * Only the first member is told of a stale intent (one settler). */
-static void decide_many(struct gather_member **m, int n, void *ctx)
+static void decide_many(struct coal_member *const *m, int n, void *ctx)
 {
     const struct decision *d0 = m[0]->arg;
-    const char *argv[5 + 4 * GATHER_MAX];
-    char qty[GATHER_MAX][24], ms[GATHER_MAX][24], seeds_key[KEYS_MAX], err[128];
+    const char *argv[5 + 4 * DECIDE_MAX];
+    char qty[DECIDE_MAX][24], ms[DECIDE_MAX][24], seeds_key[KEYS_MAX], err[128];
     keys_stock_seeds(seeds_key, d0->req->sku);
     argv[0] = d0->k->state;
     argv[1] = d0->k->epoch;
@@ -296,7 +299,7 @@ static void decide_many(struct gather_member **m, int n, void *ctx)
     freeReplyObject(r);
 }
 
-static struct gather_table decide_table = GATHER_TABLE_INIT;
+static struct coalescer deciders = {.mu = PTHREAD_MUTEX_INITIALIZER, .max = DECIDE_MAX};
 
 /* decrement() with the other sales of the SKU deciding at the same time on
  * this instance: one script call for all. A sale with replicas_ack is
@@ -308,14 +311,12 @@ static long long decide_grouped(const struct rrec *k, const struct intent *in,
 {
     if (acks_of(req) > 0)
         return decrement(k, in, req, write_ms, epoch, seeds, stale, acked, res);
-    struct decision d = {.k = k, .in = in, .req = req, .write_ms = write_ms, .res = res};
-    struct gather_member me = {.arg = &d, .req = req};
+    /* left stays -3 unless the call answers it: a sale that expired in
+     * the queue (coal_submit answered it deadline_exceeded) took nothing */
+    struct decision d = {.k = k, .in = in, .req = req, .write_ms = write_ms, .res = res,
+                         .left = -3, .seeds = -1};
     *acked = 0;
-    if (gather_run(&decide_table, req->sku, &me, decide_many, NULL) == GATHER_EXPIRED) {
-        stock_past_deadline(req, res);   /* never sent: nothing taken */
-        stale[0] = '\0';
-        return -3;
-    }
+    coal_submit(&deciders, req->sku, req, res, &d, decide_many, NULL);
     memcpy(epoch, d.epoch, RREC_EPOCH_MAX);
     memcpy(stale, d.stale, 96);
     *seeds = d.seeds;

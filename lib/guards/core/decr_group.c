@@ -1,12 +1,13 @@
 /* Group commits of redis-decr's MySQL writes (see decr_group.h): the
- * gathering is gather.h's, the writes stock_record_relative_batch's. */
+ * gathering is coalesce.h's, the writes stock_record_relative_batch's. */
 #include "guards/core/decr_group.h"
 
 #include "base/metrics.h"
-#include "guards/core/gather.h"
+#include "guards/core/coalesce.h"
 #include "stock/txn.h"
 
-static struct gather_table table = GATHER_TABLE_INIT;
+/* A group is one transaction: at most this many sales (STOCK_BATCH_MAX). */
+static struct coalescer groups = {.mu = PTHREAD_MUTEX_INITIALIZER, .max = 128};
 
 struct run_ctx {
     const char *guard_name;
@@ -20,12 +21,12 @@ static void observe_group(int n)
     metrics_observe_le("lab_decr_group_size", "", n, le, (int)(sizeof(le) / sizeof(le[0])));
 }
 
-/* gather_fn: one transaction for the members' sales, then the guard's
+/* coal_run_fn: one transaction for the members' sales, then the guard's
  * follow-up, before anyone is answered. */
-static void record_many(struct gather_member **m, int n, void *ctx)
+static void record_many(struct coal_member *const *m, int n, void *ctx)
 {
     const struct run_ctx *c = ctx;
-    struct relative_item items[GATHER_MAX];
+    struct relative_item items[128];
     for (int i = 0; i < n; i++)
         items[i] = *(struct relative_item *)m[i]->arg;
     stock_record_relative_batch(c->guard_name, c->env, items, n);
@@ -40,12 +41,12 @@ int decr_group_record(const char *guard_name, const struct deduct_env *env,
                       const struct deduct_req *req, long long seeds, void *ctx,
                       decr_group_done_fn done, struct deduct_res *res)
 {
-    struct relative_item it = {.req = req, .seeds = seeds, .res = res, .ctx = ctx};
-    struct gather_member me = {.arg = &it, .req = req};
+    /* rc stays NOT_COMMITTED unless a run answers it: a sale that expired
+     * in the queue (coal_submit answered it deadline_exceeded) wrote
+     * nothing. */
+    struct relative_item it = {.req = req, .seeds = seeds, .res = res, .ctx = ctx,
+                               .rc = STOCK_NOT_COMMITTED};
     struct run_ctx c = {guard_name, env, done};
-    if (gather_run(&table, req->sku, &me, record_many, &c) == GATHER_EXPIRED) {
-        stock_past_deadline(req, res);   /* never taken: nothing written */
-        return STOCK_NOT_COMMITTED;
-    }
+    coal_submit(&groups, req->sku, req, res, &it, record_many, &c);
     return it.rc;
 }
