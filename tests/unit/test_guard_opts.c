@@ -61,7 +61,7 @@ static void test_accepted_fields(void **state)
         {"zookeeper",          " fencing "},
         {"redlock",            " lock_ttl_ms watchdog fencing "},
         {"etcd",               " lock_ttl_ms watchdog fencing "},
-        {"segmented",          " lock_ttl_ms watchdog acquire release "},
+        {"segmented",          " lock_ttl_ms watchdog acquire release replicas_ack "},
         {"redis-lock",         " lock_ttl_ms watchdog acquire release fencing replicas_ack fair "},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
