@@ -76,6 +76,8 @@ static const struct metrics_family catalog[] = {
     {"lab_stream_last_batch_size", "gauge", "redis-stream flusher: entries in the last batch"},
     {"lab_stream_lag_max_seconds", "gauge", "redis-stream flusher: largest write-behind lag seen"},
     {"lab_stream_lag_seconds", "histogram", "redis-stream: Redis time of a sale to its MySQL commit"},
+    {"lab_stream_sale_calls_total", "counter", "redis-stream: sale script calls (each carries a group of concurrent sales of one SKU)"},
+    {"lab_stream_sale_call_members_total", "counter", "redis-stream: sales carried by those calls"},
     {"lab_order_failovers_total", "counter", "orders retried on another inventory instance"},
     {"lab_order_releases_total", "counter", "order service: releases of stock for failed orders"},
     {"lab_metrics_dropped_total", "counter", "series that did not fit the metrics table"},

@@ -1,0 +1,210 @@
+/* The Lua scripts of the redis-stream guard (guard_redis_stream.c): the
+ * sale (alone and for a group), its undo, the seed, and the reads of the
+ * release check and the audit's snapshot. Each comment gives its keys,
+ * arguments and replies. */
+#include "guards/core/stream_scripts.h"
+
+#include "guards/core/redis_reconcile.h"
+
+#define GUARD_NAME "redis-stream"
+
+/* KEYS[1] stock, [2] epoch, [3] order, [4] stream, [5] pending entries,
+ * [6] pending units, [7] unacked entries; ARGV[1] sku, [2] order_id, [3]
+ * qty, [4] instance, [5] order ttl ms, [6] ms the sale may wait for its
+ * replicas (0: replicas_ack not asked; else flushers defer the entry that
+ * long, until the sale confirms or takes it back). Returns {left, entry
+ * id} sold; {-1, stock} not enough; {-2} the stock is missing (Redis
+ * lost it, or it is of an older generation: dropped, see RREC_LUA_GEN);
+ * {-3, remaining, instance} a repeat of the order's first sale; {-4,
+ * sku, qty} the order_id names another sale.
+ * A remembered order of an older epoch (its SKU was reseeded since, which
+ * wiped its ledger) does not count, as in MySQL. */
+struct rconn_script stream_sale_script = RCONN_SCRIPT(
+    RREC_LUA_GEN
+    "local q = tonumber(ARGV[3]) "
+    "local ep = redis.call('GET', KEYS[2]) or '' "
+    "local o = redis.call('GET', KEYS[3]) "
+    "if o then "
+    "  local oep, osku, oqty, orem, oinst = "
+    "    string.match(o, '^(.-)\\n(.-)\\n(.-)\\n(.-)\\n(.*)$') "
+    "  local cur = ep "
+    "  if osku and osku ~= ARGV[1] then "
+    "    cur = redis.call('GET', 'sstock:{' .. osku .. '}:epoch') or '' "
+    "  end "
+    "  if osku and oep == cur then "
+    "    if osku ~= ARGV[1] or tonumber(oqty) ~= q then return {-4, osku, oqty} end "
+    "    return {-3, orem, oinst} "
+    "  end "
+    "end "
+    "local v = redis.call('GET', KEYS[1]) "
+    "if not v then return {-2} end "
+    "if not in_gen(ep) then redis.call('DEL', KEYS[1]) return {-2} end "
+    "if tonumber(v) < q then return {-1, v} end "
+    "local left = redis.call('DECRBY', KEYS[1], q) "
+    "local t = redis.call('TIME') "
+    "local ms = string.format('%.0f', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)) "
+    "local id = redis.call('XADD', KEYS[4], '*', 's', ARGV[1], 'o', ARGV[2], 'q', ARGV[3], "
+    "  'r', left, 'i', ARGV[4], 'g', '" GUARD_NAME "', 't', ms) "
+    "redis.call('SET', KEYS[3], ep .. '\\n' .. ARGV[1] .. '\\n' .. ARGV[3] .. '\\n' .. left "
+    "  .. '\\n' .. ARGV[4], 'PX', ARGV[5]) "
+    "redis.call('HINCRBY', KEYS[5], ARGV[1], 1) "
+    "redis.call('HINCRBY', KEYS[6], ARGV[1], q) "
+    "if tonumber(ARGV[6]) > 0 then "
+    "  redis.call('ZADD', KEYS[7], tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) "
+    "    + tonumber(ARGV[6]), id) "
+    "end "
+    "return {left, id}");
+
+/* The sale script for a group of sales of one SKU (coalesce.h): the same
+ * steps as sale_script for each sale in turn, so a group is exactly its
+ * sales run back to back; what every sale would repeat (the epoch, the
+ * stock read and the generation check with its INFO, TIME, the decrement,
+ * the pending counts) is paid once: the stock is read once, followed in
+ * the script, and decremented by the group's units at the end (nothing
+ * else runs in between). KEYS[1] stock, [2] epoch, [3] stream, [4] pending
+ * entries, [5] pending units, [6] unacked entries, [7..6+n] the sales'
+ * order keys; ARGV[1] sku, [2] instance, [3] order ttl ms, then (order_id,
+ * qty, ms the sale may wait for its replicas) per sale (sale_script's
+ * ARGV[6]). Returns one reply per sale, each as sale_script's. */
+struct rconn_script stream_group_script = RCONN_SCRIPT(
+    RREC_LUA_GEN
+    "local ep = redis.call('GET', KEYS[2]) or '' "
+    "local st, cur = 0, 0 "
+    "local t = redis.call('TIME') "
+    "local ms = string.format('%.0f', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)) "
+    "local out, np, nu = {}, 0, 0 "
+    "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) "
+    "for i = 1, (#ARGV - 3) / 3 do "
+    "  local oid, qs, hold = ARGV[3 * i + 1], ARGV[3 * i + 2], tonumber(ARGV[3 * i + 3]) "
+    "  local q = tonumber(qs) "
+    "  local okey = KEYS[6 + i] "
+    "  local res = nil "
+    "  local o = redis.call('GET', okey) "
+    "  if o then "
+    "    local oep, osku, oqty, orem, oinst = "
+    "      string.match(o, '^(.-)\\n(.-)\\n(.-)\\n(.-)\\n(.*)$') "
+    "    local oc = ep "
+    "    if osku and osku ~= ARGV[1] then "
+    "      oc = redis.call('GET', 'sstock:{' .. osku .. '}:epoch') or '' "
+    "    end "
+    "    if osku and oep == oc then "
+    "      if osku ~= ARGV[1] or tonumber(oqty) ~= q then res = {-4, osku, oqty} "
+    "      else res = {-3, orem, oinst} end "
+    "    end "
+    "  end "
+    "  if not res then "
+    "    if st == 0 then "
+    "      local v = redis.call('GET', KEYS[1]) "
+    "      if not v then st = 2 "
+    "      elseif not in_gen(ep) then redis.call('DEL', KEYS[1]) st = 2 "
+    "      else st = 1 cur = tonumber(v) end "
+    "    end "
+    "    if st == 2 then res = {-2} "
+    "    elseif cur < q then res = {-1, string.format('%d', cur)} "
+    "    else "
+    "      cur = cur - q "
+    "      nu = nu + q "
+    "      np = np + 1 "
+    "      local id = redis.call('XADD', KEYS[3], '*', 's', ARGV[1], 'o', oid, 'q', qs, "
+    "        'r', cur, 'i', ARGV[2], 'g', '" GUARD_NAME "', 't', ms) "
+    "      redis.call('SET', okey, ep .. '\\n' .. ARGV[1] .. '\\n' .. qs .. '\\n' .. cur "
+    "        .. '\\n' .. ARGV[2], 'PX', ARGV[3]) "
+    "      if hold > 0 then redis.call('ZADD', KEYS[6], now + hold, id) end "
+    "      res = {cur, id} "
+    "    end "
+    "  end "
+    "  out[i] = res "
+    "end "
+    "if np > 0 then "
+    "  redis.call('DECRBY', KEYS[1], nu) "
+    "  redis.call('HINCRBY', KEYS[4], ARGV[1], np) "
+    "  redis.call('HINCRBY', KEYS[5], ARGV[1], nu) "
+    "end "
+    "return out");
+
+/* KEYS[1] stock, [2] order, [3] stream, [4] pending entries, [5] pending
+ * units, [6] unacked entries, [7] cancelled entries; ARGV[1] entry id, [2]
+ * sku, [3] qty, [4] group. Takes a sale back (replicas_ack not met): 1
+ * undone; 0 it stands (its wait had run out: flushers may have written
+ * it). While unacked no flusher commits it (stream_flusher.c mark_script
+ * defers it, atomically with this): read by no flusher yet, it is
+ * deleted; read by one, listed as cancelled, and that flusher drops it. */
+struct rconn_script stream_undo_script = RCONN_SCRIPT(
+    "if redis.call('ZREM', KEYS[6], ARGV[1]) == 0 then return 0 end "
+    "if #redis.call('XRANGE', KEYS[3], ARGV[1], ARGV[1]) == 0 then return 0 end "
+    "local ok, p = pcall(redis.call, 'XPENDING', KEYS[3], ARGV[4], ARGV[1], ARGV[1], 1) "
+    "if ok and #p > 0 then "
+    "  redis.call('SADD', KEYS[7], ARGV[1]) "
+    "else "
+    "  redis.call('XDEL', KEYS[3], ARGV[1]) "
+    "end "
+    "if redis.call('EXISTS', KEYS[1]) == 1 then redis.call('INCRBY', KEYS[1], ARGV[3]) end "
+    "if redis.call('HINCRBY', KEYS[4], ARGV[2], -1) <= 0 then "
+    "  redis.call('HDEL', KEYS[4], ARGV[2]) end "
+    "if redis.call('HINCRBY', KEYS[5], ARGV[2], -tonumber(ARGV[3])) <= 0 then "
+    "  redis.call('HDEL', KEYS[5], ARGV[2]) end "
+    "redis.call('DEL', KEYS[2]) "
+    "return 1");
+
+/* KEYS[1] stock, [2] epoch, [3] marker, [4] pending entries; ARGV[1] sku,
+ * [2] stock, [3] a random token. Refuses (returns the count) while sales of
+ * the SKU wait for MySQL: a reseed wipes the SKU's ledger, and a sale
+ * flushed after it would land in the new stock. */
+struct rconn_script stream_seed_script = RCONN_SCRIPT(
+    RREC_LUA_GEN
+    "local p = tonumber(redis.call('HGET', KEYS[4], ARGV[1]) or '0') "
+    "if p > 0 then return p end "
+    "local t = redis.call('TIME') "
+    "redis.call('SET', KEYS[1], ARGV[2]) "
+    "redis.call('SET', KEYS[2], 's' .. t[1] .. string.format('%06d', tonumber(t[2])) "
+    "  .. '-' .. ARGV[3] .. '@' .. lab_gen()) "
+    "redis.call('DEL', KEYS[3]) "
+    "return 0");
+
+/* KEYS[1] order, [2] pending entries; 1 when the order is a sale of its
+ * SKU's current epoch and that SKU still has sales queued, else 0. (Which
+ * entry is the order's would need a scan of the stream; while any sale of
+ * the SKU is queued a release waits, which also covers it.) */
+struct rconn_script stream_queued_script = RCONN_SCRIPT(
+    "local o = redis.call('GET', KEYS[1]) "
+    "if not o then return 0 end "
+    "local oep, osku = string.match(o, '^(.-)\\n(.-)\\n') "
+    "if not osku then return 0 end "
+    "if (redis.call('GET', 'sstock:{' .. osku .. '}:epoch') or '') ~= oep then return 0 end "
+    "if tonumber(redis.call('HGET', KEYS[2], osku) or '0') > 0 then return 1 end "
+    "return 0");
+
+/* KEYS[1] stock, [2] pending entries, [3] pending units, [4] flushing
+ * marks, [5] flush counter; ARGV[1] sku. {has stock, stock, entries,
+ * units, flush counter, flushers marked now}: one consistent read. */
+struct rconn_script stream_side_script = RCONN_SCRIPT(
+    "local v = redis.call('GET', KEYS[1]) "
+    "local t = redis.call('TIME') "
+    "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) "
+    "local marks = redis.call('HGETALL', KEYS[4]) "
+    "local busy = 0 "
+    "for i = 1, #marks, 2 do "
+    "  if tonumber(marks[i + 1]) > now then busy = busy + 1 end "
+    "end "
+    "return {v and 1 or 0, tonumber(v or '0'), "
+    "  tonumber(redis.call('HGET', KEYS[2], ARGV[1]) or '0'), "
+    "  tonumber(redis.call('HGET', KEYS[3], ARGV[1]) or '0'), "
+    "  tonumber(redis.call('GET', KEYS[5]) or '0'), busy}");
+
+/* KEYS[1] flushing marks, [2] the hold; ARGV[1] token, [2] ms. Sets the
+ * hold (1) unless a flusher is marked right now (0): once set, no flusher
+ * marks, so none commits, until it goes. */
+struct rconn_script stream_hold_script = RCONN_SCRIPT(
+    "local t = redis.call('TIME') "
+    "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) "
+    "local marks = redis.call('HGETALL', KEYS[1]) "
+    "for i = 1, #marks, 2 do "
+    "  if tonumber(marks[i + 1]) > now then return 0 end "
+    "end "
+    "redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[2]) "
+    "return 1");
+
+/* KEYS[1] the hold; ARGV[1] token: deleted only when still ours. */
+struct rconn_script stream_unhold_script = RCONN_SCRIPT(
+    "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end "
+    "return 0");
