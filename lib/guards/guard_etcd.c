@@ -116,13 +116,19 @@ struct etcd_held {
 
 /* Revoke the lease (the lock key goes with it). Not reached: the lease
  * runs out by itself within its TTL, since nobody renews it any more. */
-static void give_back(struct etcd_held *h, const struct deduct_req *req)
+static void give_back_within(struct etcd_held *h, long bound_ms)
 {
     char err[160];
+    if (etcd_lease_revoke(client, &h->lease, bound_ms, err, sizeof(err)) != ETCD_OK)
+        atomic_fetch_add(&n_release_failures, 1);
+}
+
+static void give_back(struct etcd_held *h, const struct deduct_req *req)
+{
+    (void)req;
     /* The release gets a full op bound even past the deadline: a lock
      * left behind blocks every buyer of the SKU for the TTL. */
-    if (etcd_lease_revoke(client, &h->lease, conf.op_timeout_ms, err, sizeof(err)) != ETCD_OK)
-        atomic_fetch_add(&n_release_failures, 1);
+    give_back_within(h, conf.op_timeout_ms);
 }
 
 /* Take the lock on req->sku. 0 held, -1 with res filled (nothing held). */
@@ -182,8 +188,14 @@ static int take(const struct deduct_env *env, const struct deduct_req *req, stru
             rc = (int)rev;
     }
     if (rc != ETCD_OK) {
-        /* Revoking also removes our key from the lock's queue. */
-        give_back(h, req);
+        /* Revoking also removes our key from the lock's queue. When etcd
+         * did not answer, the revoke will not be answered either: it gets
+         * only what is left of the request's time (the lease still runs
+         * out by itself), so the 503 comes within the deadline. */
+        if (rc == ETCD_EUNAVAIL)
+            give_back_within(h, op_bound(req));
+        else
+            give_back(h, req);
         if (rc == ETCD_TIMEOUT)
             fail(res, DEDUCT_LOCK_TIMEOUT, &n_timeouts, "etcd lock %.100s busy for %ld ms",
                  h->lease.name, wait);

@@ -170,12 +170,53 @@ static int error_kind(long status, json_t *j, char *err, size_t errlen)
     return ETCD_ERR;
 }
 
+/* A lock call waits on purpose, and a hung etcd looks just like a busy
+ * lock: no answer. So while it waits, the waiter's lease is kept alive
+ * every probe_ms as a probe; a keep-alive that gets no answer (or finds
+ * the lease gone) ends the wait: etcd is unreachable, not the lock busy. */
+struct lock_probe {
+    struct etcd_client *c;
+    int64_t lease_id;
+    long probe_ms;               /* between probes */
+    long bound_ms;               /* one probe's bound: the op timeout */
+    int64_t next_ms, until_ms;   /* next probe; end of the wait */
+    int failed;                  /* 1: a probe got no answer; 2: lease gone */
+};
+
+static int probe_on_progress(void *ud, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+                             curl_off_t ulnow)
+{
+    (void)dltotal, (void)dlnow, (void)ultotal, (void)ulnow;
+    struct lock_probe *p = ud;
+    int64_t now = util_now_ms();
+    if (now < p->next_ms || now >= p->until_ms)
+        return 0;
+    long bound = p->bound_ms;
+    if (bound > p->until_ms - now)
+        bound = (long)(p->until_ms - now);
+    /* Another handle from the pool: allowed inside this callback, and the
+     * lock answer, if it comes meanwhile, waits in the socket. */
+    long ttl = etcd_lease_keepalive_once(p->c, p->lease_id, bound);
+    if (ttl > 0) {
+        p->next_ms = util_now_ms() + p->probe_ms;
+        return 0;
+    }
+    /* The wait's end came during the probe: that is the busy lock's
+     * timeout, not a verdict on etcd. */
+    if (ttl == ETCD_EUNAVAIL && util_now_ms() >= p->until_ms)
+        return 0;
+    p->failed = ttl == 0 ? 2 : 1;
+    return 1;   /* abort the lock call */
+}
+
 /* One request (body NULL: GET) to path within timeout_ms, on each endpoint
  * in turn until one answers. ETCD_OK with *out the parsed JSON answer
- * (caller frees), or ETCD_* with err. A timeout is ETCD_TIMEOUT when
- * lock_wait (the call itself waits on purpose), else ETCD_EUNAVAIL. */
+ * (caller frees), or ETCD_* with err. With probe (a lock call: it waits on
+ * purpose) a timeout is ETCD_TIMEOUT, and a failed probe ETCD_EUNAVAIL
+ * (etcd hung) or ETCD_ENOENT (the lease is gone); without, a timeout is
+ * ETCD_EUNAVAIL. */
 static int call(struct etcd_client *c, const char *path, const char *body, long timeout_ms,
-                int lock_wait, json_t **out, char *err, size_t errlen)
+                struct lock_probe *probe, json_t **out, char *err, size_t errlen)
 {
     *out = NULL;
     if (timeout_ms < 1)
@@ -209,6 +250,14 @@ static int call(struct etcd_client *c, const char *path, const char *body, long 
         curl_easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
         if (body)
             curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+        if (probe) {
+            probe->failed = 0;
+            probe->until_ms = util_now_ms() + left;
+            probe->next_ms = util_now_ms() + probe->probe_ms;
+            curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+            curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, probe_on_progress);
+            curl_easy_setopt(h, CURLOPT_XFERINFODATA, probe);
+        }
         atomic_fetch_add(&c->stats->calls, 1);
         CURLcode cc = curl_easy_perform(h);
         long status = 0;
@@ -217,12 +266,20 @@ static int call(struct etcd_client *c, const char *path, const char *body, long 
         handle_put(c, h, cc == CURLE_OK);
         if (cc != CURLE_OK) {
             free(r.buf);
-            if (cc == CURLE_OPERATION_TIMEDOUT && lock_wait) {
+            if (cc == CURLE_OPERATION_TIMEDOUT && probe) {
                 snprintf(err, errlen, "etcd: lock wait of %ld ms ran out", timeout_ms);
                 return ETCD_TIMEOUT;
             }
+            if (probe && probe->failed == 2) {
+                snprintf(err, errlen, "etcd: the waiter's lease is gone");
+                return ETCD_ENOENT;
+            }
             atomic_fetch_add(&c->stats->call_failures, 1);
-            snprintf(err, errlen, "etcd %s: %s", c->urls[i], curl_easy_strerror(cc));
+            if (probe && probe->failed)
+                snprintf(err, errlen, "etcd %s: no answer to a keep-alive within %ld ms while "
+                         "waiting for the lock", c->urls[i], probe->bound_ms);
+            else
+                snprintf(err, errlen, "etcd %s: %s", c->urls[i], curl_easy_strerror(cc));
             rc = ETCD_EUNAVAIL;
             /* A timed-out endpoint used up the time; a refused one did not. */
             continue;
@@ -263,7 +320,7 @@ long etcd_lease_keepalive_once(struct etcd_client *c, int64_t id, long timeout_m
     char body[64], err[160];
     snprintf(body, sizeof(body), "{\"ID\":\"%" PRId64 "\"}", id);
     json_t *j;
-    int rc = call(c, "/v3/lease/keepalive", body, timeout_ms, 0, &j, err, sizeof(err));
+    int rc = call(c, "/v3/lease/keepalive", body, timeout_ms, NULL, &j, err, sizeof(err));
     if (rc != ETCD_OK)
         return rc == ETCD_ENOENT ? 0 : rc;
     /* A stream of one message: {"result":{..., "TTL":"n"}}; no TTL (0)
@@ -367,7 +424,7 @@ int etcd_lease_grant(struct etcd_client *c, long ttl_s, long valid_ms, long time
     snprintf(body, sizeof(body), "{\"TTL\":%ld}", ttl_s);
     int64_t sent = util_now_ms();
     json_t *j;
-    int rc = call(c, "/v3/lease/grant", body, timeout_ms, 0, &j, err, errlen);
+    int rc = call(c, "/v3/lease/grant", body, timeout_ms, NULL, &j, err, errlen);
     if (rc != ETCD_OK)
         return rc == ETCD_ENOENT ? ETCD_ERR : rc;
     out->id = json_i64(json_object_get(j, "ID"));
@@ -413,7 +470,7 @@ int etcd_lease_revoke(struct etcd_client *c, struct etcd_lease *l, long timeout_
     char body[64];
     snprintf(body, sizeof(body), "{\"ID\":\"%" PRId64 "\"}", l->id);
     json_t *j;
-    int rc = call(c, "/v3/lease/revoke", body, timeout_ms, 0, &j, err, errlen);
+    int rc = call(c, "/v3/lease/revoke", body, timeout_ms, NULL, &j, err, errlen);
     json_decref(j);
     return rc == ETCD_ENOENT ? ETCD_OK : rc;
 }
@@ -431,9 +488,14 @@ int etcd_lock(struct etcd_client *c, const char *name, int64_t lease_id, long wa
     snprintf(body, sizeof(body), "{\"name\":\"%s\",\"lease\":\"%" PRId64 "\"}", name64,
              lease_id);
     json_t *j;
-    int rc = call(c, "/v3/lock/lock", body, wait_ms, 1, &j, err, errlen);
+    /* Probe twice per op bound, each probe bounded like any other call: a
+     * hang is seen within 1.5 op bounds (plus the callback's period). */
+    struct lock_probe probe = {.c = c, .lease_id = lease_id,
+                               .probe_ms = c->op_timeout_ms / 2 > 0 ? c->op_timeout_ms / 2 : 1,
+                               .bound_ms = c->op_timeout_ms};
+    int rc = call(c, "/v3/lock/lock", body, wait_ms, &probe, &j, err, errlen);
     if (rc != ETCD_OK)
-        return rc == ETCD_ENOENT ? ETCD_ERR : rc;   /* lease gone already */
+        return rc == ETCD_ENOENT ? ETCD_ERR : rc;   /* lease gone */
     const char *k64 = json_string_value(json_object_get(j, "key"));
     long n = k64 ? etcd_b64_decode(k64, key, keylen) : -1;
     json_decref(j);
@@ -459,7 +521,7 @@ static int range(struct etcd_client *c, const char *key, const char *range_end, 
                  count_only ? ",\"count_only\":true" : "");
     else
         snprintf(body, sizeof(body), "{\"key\":\"%s\"}", k64);
-    return call(c, "/v3/kv/range", body, timeout_ms, 0, out, err, errlen);
+    return call(c, "/v3/kv/range", body, timeout_ms, NULL, out, err, errlen);
 }
 
 int64_t etcd_create_revision(struct etcd_client *c, const char *key, long timeout_ms, char *err,
@@ -504,7 +566,7 @@ long etcd_count_prefix(struct etcd_client *c, const char *prefix, long timeout_m
 long etcd_lease_count(struct etcd_client *c, long timeout_ms, char *err, size_t errlen)
 {
     json_t *j;
-    int rc = call(c, "/v3/lease/leases", "{}", timeout_ms, 0, &j, err, errlen);
+    int rc = call(c, "/v3/lease/leases", "{}", timeout_ms, NULL, &j, err, errlen);
     if (rc != ETCD_OK)
         return rc;
     long n = (long)json_array_size(json_object_get(j, "leases"));
@@ -515,7 +577,7 @@ long etcd_lease_count(struct etcd_client *c, long timeout_ms, char *err, size_t 
 int etcd_health(struct etcd_client *c, long timeout_ms, char *err, size_t errlen)
 {
     json_t *j;
-    int rc = call(c, "/health", NULL, timeout_ms, 0, &j, err, errlen);
+    int rc = call(c, "/health", NULL, timeout_ms, NULL, &j, err, errlen);
     if (rc != ETCD_OK)
         return -1;
     const char *h = json_string_value(json_object_get(j, "health"));

@@ -90,10 +90,16 @@ int etcd_lease_revoke(struct etcd_client *c, struct etcd_lease *l, long timeout_
 long etcd_lease_keepalive_once(struct etcd_client *c, int64_t id, long timeout_ms);
 
 /* etcd's lock service: wait up to wait_ms for the lock `name`, owned by
- * lease (held until the lease is revoked or expires). ETCD_OK with the
- * lock's key in key (the name, '/', the lease id in hex), ETCD_TIMEOUT
- * when the wait ran out (our waiting key may still exist: revoke the
- * lease), ETCD_EUNAVAIL, ETCD_ERR (err says why). */
+ * lease (held until the lease is revoked or expires). While it waits, the
+ * lease gets a keep-alive every op_timeout/2 as a probe (a hung etcd and
+ * a busy lock both just do not answer). ETCD_OK with the lock's key in
+ * key (the name, '/', the lease id in hex), ETCD_TIMEOUT when the wait ran
+ * out with etcd answering (our waiting key may still exist: revoke the
+ * lease), ETCD_EUNAVAIL when etcd was unreachable or a probe got no
+ * answer within its bound (etcd hung during the wait), ETCD_ERR (the
+ * lease is gone, or err says why). Never longer than wait_ms (a probe is
+ * bounded by what is left of it); a hang is noticed within about 1.5 op
+ * bounds plus libcurl's progress-callback period (up to a second). */
 int etcd_lock(struct etcd_client *c, const char *name, int64_t lease_id, long wait_ms,
               char *key, size_t keylen, char *err, size_t errlen);
 

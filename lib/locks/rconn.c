@@ -1,6 +1,9 @@
 /* Redis connections: connect with timeouts, per-endpoint idle pools, cached Lua scripts. */
 #include "rconn.h"
 #include "rconn_sentinel.h"
+#include "rconn_resolve.h"
+
+#include "base/util.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -45,11 +48,26 @@ redisContext *rconn_connect(struct rconn_endpoint *ep, int connect_timeout_ms,
 {
     struct timeval ct = { connect_timeout_ms / 1000, (connect_timeout_ms % 1000) * 1000 };
     struct timeval rt = { cmd_timeout_ms / 1000, (cmd_timeout_ms % 1000) * 1000 };
-    char host[128];
+    char host[128], ip[64];
     int port;
     /* With Sentinel, the configured endpoint stands for "the master". */
     rconn_endpoint_route(ep, host, sizeof host, &port);
-    redisContext *ctx = redisConnectWithTimeout(host, port, ct);
+    /* hiredis resolves inside its connect, outside connect_timeout: a name
+     * whose resolver hangs (a stopped container under compose) would hold
+     * the caller 10 s and more. Resolve within the connect bound first,
+     * then connect to the address with what is left of it. */
+    int64_t t0 = util_now_ms();
+    char rerr[128];
+    if (rconn_resolve(host, connect_timeout_ms, ip, sizeof ip, rerr, sizeof rerr) != 0) {
+        set_err(errbuf, errlen, "redis %s:%d: %s", host, port, rerr);
+        return NULL;
+    }
+    long long left = connect_timeout_ms - (long long)(util_now_ms() - t0);
+    if (left < 1)
+        left = 1;
+    ct.tv_sec = (time_t)(left / 1000);
+    ct.tv_usec = (suseconds_t)(left % 1000) * 1000;
+    redisContext *ctx = redisConnectWithTimeout(ip, port, ct);
 
     if (!ctx) {
         set_err(errbuf, errlen, "redis %s:%d: out of memory", host, port);
@@ -61,6 +79,16 @@ redisContext *rconn_connect(struct rconn_endpoint *ep, int connect_timeout_ms,
                 ctx->errstr[0] ? ctx->errstr : "cannot set timeout");
         redisFree(ctx);
         return NULL;
+    }
+    /* The context names the host it was asked for, not the address it
+     * resolved to: rconn_endpoint_moved compares it with the name the
+     * Sentinels give. hiredis allocates and frees tcp.host with malloc. */
+    if (strcmp(ip, host) != 0 && ctx->tcp.host) {
+        char *name = strdup(host);
+        if (name) {
+            free(ctx->tcp.host);
+            ctx->tcp.host = name;
+        }
     }
     return ctx;
 }

@@ -3,6 +3,7 @@
  * object follows its own Sentinels. */
 #include "rconn.h"
 #include "rconn_sentinel.h"
+#include "rconn_resolve.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -149,10 +150,16 @@ static int ask_one(const char *s_host, int s_port, const char *name, char *host,
 {
     struct timeval ct = { 0, ASK_CONNECT_MS * 1000 };
     struct timeval rt = { 0, ASK_CMD_MS * 1000 };
-    redisContext *c = redisConnectWithTimeout(s_host, s_port, ct);
+    redisContext *c = NULL;
     redisReply *r = NULL;
     int rc = -1;
+    char ip[64];
 
+    /* A Sentinel's name resolves within the connect bound too (see
+     * rconn_connect). */
+    if (rconn_resolve(s_host, ASK_CONNECT_MS, ip, sizeof ip, NULL, 0) != 0)
+        goto out;
+    c = redisConnectWithTimeout(ip, s_port, ct);
     if (!c || c->err || redisSetTimeout(c, rt) != REDIS_OK)
         goto out;
     r = redisCommand(c, "SENTINEL get-master-addr-by-name %s", name);

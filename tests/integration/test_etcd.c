@@ -6,14 +6,17 @@
  * lease refused with a 400, a waiter that gives up leaves no key, fencing
  * tokens that grow, a holder paused past its lease (without and with
  * fencing) refusing to write, a killed holder's lease freeing the lock, a
- * release under the lock, and 503 while etcd is stopped or hung, serving
- * again once it is back. */
+ * release under the lock, 503 backend_unavailable (not lock_timeout) when
+ * etcd hangs while a sale waits for the lock, and 503 while etcd is
+ * stopped or hung, serving again once it is back. The checks it shares
+ * with test_zookeeper are in lock_suite.c. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
 #include <cmocka.h>
 
 #include "itest.h"
+#include "lock_suite.h"
 
 #include "locks/etcd.h"
 
@@ -35,13 +38,6 @@ static int etcd_pid = -1, inv_pid[2] = {-1, -1};
 static int etcd_paused;
 static int stack_etcd;          /* 1: the stack's etcd and instances */
 static struct etcd_client *ec;  /* the test's own client, to look at lock keys */
-
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
 
 /* Start an etcd on port/peer with data dir `dir` (kept between starts:
  * durable) and, when slow, a 2.5 s election timeout (so its minimum lease
@@ -195,58 +191,27 @@ static long leases(void)
     return n;
 }
 
-/* Wait until sku has n lock keys; 0 when it did within 10 s. */
-static int wait_keys(const char *sku, long n)
+/* Both instances as the shared lock-service checks want them. */
+static void bases(const char *base[2])
 {
-    for (int i = 0; i < 200; i++) {
-        if (lock_keys(sku) == n)
-            return 0;
-        usleep(50 * 1000);
-    }
-    return -1;
+    base[0] = inv_url[0];
+    base[1] = inv_url[1];
 }
 
 static void deduct_url(int inst, char *out, size_t len)
 {
-    snprintf(out, len, "%s/inventory/deduct", inv_url[inst]);
+    ls_deduct_url(inv_url[inst], out, len);
 }
 
-static const char *error_of(struct it_resp *r)
-{
-    const char *e = r->json ? json_string_value(json_object_get(r->json, "error")) : NULL;
-    return e ? e : "";
-}
-
-/* 2 instances, stock 100, 1000 deductions from 32 clients: exactly 100 sold
- * and no lock key left once every request has answered. */
+/* 2 instances, stock 100, 1000 deductions from 32 clients: exactly 100 sold,
+ * no lock key left once every request has answered, and every lease
+ * revoked (none left to expire). */
 static void test_etcd_exact(void **state)
 {
-    const char *sku = "ETCD-exact";
-    assert_int_equal(it_seed(sku, 100), 200);
-    static char urls[2][256];
-    static const char *u[2] = {urls[0], urls[1]};
-    for (int i = 0; i < 2; i++)
-        deduct_url(i, urls[i], sizeof(urls[i]));
-    const char *fmt = "{\"sku\":\"ETCD-exact\",\"guard\":\"etcd\",\"hold_ms\":1,"
-                      "\"lock_wait_ms\":20000,\"order_id\":\"ETCD-exact-%d\"}";
-    struct it_load l = {.total = 1000, .clients = 32, .urls = u, .nurls = 2, .method = "POST",
-                        .body_fmt = fmt};
-    double t0 = now_s();
-    it_hammer(&l);
-    double took = now_s() - t0;
-    struct it_audit a;
-    assert_int_equal(it_audit(sku, &a), 0);
-    print_message("etcd: sold %lld oversold %lld lost %lld | 200:%d 409:%d 503:%d | "
-                  "%.1f s, %.0f req/s (indicative)\n", a.sold, a.oversold, a.lost_updates,
-                  l.by_status[200], l.by_status[409], l.by_status[503], took, 1000 / took);
-    assert_int_equal(a.sold, 100);
-    assert_int_equal(a.oversold, 0);
-    assert_int_equal(a.lost_updates, 0);
-    assert_true(a.consistent);
-    assert_int_equal(l.by_status[200], 100);
-    assert_int_equal(l.by_status[409], 900);
-    assert_int_equal(lock_keys(sku), 0);
-    assert_int_equal(leases(), 0);          /* every lease revoked, none left to expire */
+    const char *base[2];
+    bases(base);
+    ls_exact("etcd", "ETCD-exact", base, lock_keys);
+    assert_int_equal(leases(), 0);
 }
 
 /* A lock_ttl_ms below etcd's minimum lease (2 s) is a 400 that says so,
@@ -263,7 +228,7 @@ static void test_etcd_short_lease_400(void **state)
                       "\"order_id\":\"ETCD-short-1\"}", &r);
     print_message("lock_ttl_ms 1500: %ld %.200s\n", st, r.body);
     assert_int_equal(st, 400);
-    assert_string_equal(error_of(&r), "bad_request");
+    assert_string_equal(ls_error_of(&r), "bad_request");
     const char *detail = json_string_value(json_object_get(r.json, "detail"));
     if (!detail)
         detail = r.body;
@@ -278,87 +243,24 @@ static void test_etcd_short_lease_400(void **state)
     assert_true(a.consistent);
 }
 
-struct holder {
-    const char *url;
-    const char *body;
-    long status;
-    char error[64];
-};
-
-static void *hold_thread(void *arg)
-{
-    struct holder *h = arg;
-    struct it_resp r;
-    h->status = it_http("POST", h->url, h->body, &r);
-    snprintf(h->error, sizeof(h->error), "%s", error_of(&r));
-    it_resp_free(&r);
-    return NULL;
-}
-
 /* A holder on instance 1 (hold_ms 2000); a waiter on instance 2 with
- * lock_wait_ms 300 gives up with 503 lock_timeout, its key and lease gone:
- * once the holder is done no key is left. */
+ * lock_wait_ms 300 gives up with 503 lock_timeout, its key gone and its
+ * lease revoked while the holder holds: once the holder is done no key is
+ * left. */
 static void test_etcd_waiter_gives_up(void **state)
 {
-    const char *sku = "ETCD-wait";
-    assert_int_equal(it_seed(sku, 10), 200);
-    char url1[256], url2[256];
-    deduct_url(0, url1, sizeof(url1));
-    deduct_url(1, url2, sizeof(url2));
-    struct holder h = {.url = url1,
-                       .body = "{\"sku\":\"ETCD-wait\",\"guard\":\"etcd\",\"hold_ms\":2000,"
-                               "\"order_id\":\"ETCD-wait-holder\"}"};
-    pthread_t t;
-    assert_int_equal(pthread_create(&t, NULL, hold_thread, &h), 0);
-    int held = wait_keys(sku, 1);
-    struct it_resp r;
-    double t0 = now_s();
-    long st = it_http("POST", url2,
-                      "{\"sku\":\"ETCD-wait\",\"guard\":\"etcd\",\"lock_wait_ms\":300,"
-                      "\"order_id\":\"ETCD-wait-waiter\"}", &r);
-    double waited = now_s() - t0;
-    long during = lock_keys(sku), during_leases = leases();
-    pthread_join(t, NULL);
-    print_message("waiter: %ld after %.2f s: %.160s; keys after it: %ld\n", st, waited, r.body,
-                  during);
-    assert_int_equal(held, 0);
-    assert_int_equal(st, 503);
-    assert_string_equal(error_of(&r), "lock_timeout");
-    it_resp_free(&r);
-    assert_true(waited >= 0.3);
-    assert_int_equal(during, 1);            /* only the holder's key */
-    assert_int_equal(during_leases, 1);     /* the waiter revoked its lease */
-    assert_int_equal(h.status, 200);
-    assert_int_equal(lock_keys(sku), 0);
-    struct it_audit a;
-    assert_int_equal(it_audit(sku, &a), 0);
-    assert_int_equal(a.sold, 1);
-    assert_true(a.consistent);
+    const char *base[2];
+    bases(base);
+    ls_waiter_gives_up("etcd", "ETCD-wait", base, lock_keys, leases, 1);
 }
 
 /* With fencing:true the token is the lock key's create revision: the
  * stored fence is positive and grows from one sale to the next. */
 static void test_etcd_fencing(void **state)
 {
-    const char *sku = "ETCD-fence";
-    assert_int_equal(it_seed(sku, 10), 200);
-    char url[256], body[256];
-    long long fence[2] = {-1, -1};
-    for (int i = 0; i < 2; i++) {
-        deduct_url(i, url, sizeof(url));
-        snprintf(body, sizeof(body),
-                 "{\"sku\":\"%s\",\"guard\":\"etcd\",\"fencing\":true,\"order_id\":\"%s-%d\"}",
-                 sku, sku, i);
-        assert_int_equal(it_status("POST", url, body), 200);
-        fence[i] = it_sql_value("SELECT fence FROM db_shopping.inventory WHERE sku='ETCD-fence'");
-    }
-    print_message("fence after each sale: %lld %lld\n", fence[0], fence[1]);
-    assert_true(fence[0] > 0);
-    assert_true(fence[1] > fence[0]);
-    struct it_audit a;
-    assert_int_equal(it_audit(sku, &a), 0);
-    assert_int_equal(a.sold, 2);
-    assert_true(a.consistent);
+    const char *base[2];
+    bases(base);
+    ls_fencing("etcd", "ETCD-fence", base);
 }
 
 /* A holder on its own instance, paused (SIGSTOP) past its 2 s lease: etcd
@@ -369,52 +271,24 @@ static void test_etcd_fencing(void **state)
  * fenced, is the other possible answer): sold 1, never 2. */
 static void paused_holder(const char *sku, int fencing)
 {
-    assert_int_equal(it_seed(sku, 1), 200);
     long port = it_port_base() + 24;
     const char *const args[] = {"--threads", "4", "--etcd-endpoints", etcd_url, NULL};
     int pid = it_start_inventory("inventory-etcd-pause", port, NULL, args);
     assert_true(pid > 0);
-    char url_p[256], url2[256], hb[320], bb[320];
-    snprintf(url_p, sizeof(url_p), "http://127.0.0.1:%ld/inventory/deduct", port);
-    deduct_url(1, url2, sizeof(url2));
-    const char *f = fencing ? ",\"fencing\":true" : "";
-    snprintf(hb, sizeof(hb),
-             "{\"sku\":\"%s\",\"guard\":\"etcd\",\"hold_ms\":6000,\"lock_ttl_ms\":2000%s,"
-             "\"order_id\":\"%s-holder\"}", sku, f, sku);
-    snprintf(bb, sizeof(bb),
-             "{\"sku\":\"%s\",\"guard\":\"etcd\",\"lock_wait_ms\":8000,\"lock_ttl_ms\":2000%s,"
-             "\"order_id\":\"%s-buyer\"}", sku, f, sku);
-    struct holder h = {.url = url_p, .body = hb};
-    pthread_t t;
-    assert_int_equal(pthread_create(&t, NULL, hold_thread, &h), 0);
-    int held = wait_keys(sku, 1);
-    usleep(300 * 1000);        /* into hold_ms */
-    kill(pid, SIGSTOP);
-    struct it_resp r;
-    double t0 = now_s();
-    long st = it_http("POST", url2, bb, &r);
-    double took = now_s() - t0;
-    kill(pid, SIGCONT);
-    pthread_join(t, NULL);
-    print_message("%s: buyer %ld after %.2f s; holder resumed: %ld %s\n",
-                  fencing ? "fencing" : "no fencing", st, took, h.status, h.error);
-    it_resp_free(&r);
-    it_stop_pid(pid);
-    assert_int_equal(held, 0);
-    assert_int_equal(st, 200);
-    assert_true(took >= 1.0);   /* the buyer waited for the lease to run out */
+    char base_p[64];
+    snprintf(base_p, sizeof(base_p), "http://127.0.0.1:%ld", port);
+    struct ls_paused p;
+    ls_paused_holder("etcd", sku, base_p, pid,
+                     fencing ? ",\"lock_ttl_ms\":2000,\"fencing\":true" : ",\"lock_ttl_ms\":2000",
+                     inv_url[1], lock_keys, &p);
+    assert_true(p.buyer_took_s >= 1.0);   /* the buyer waited for the lease to run out */
     if (fencing)
-        assert_true((h.status == 503 && strcmp(h.error, "lease_expired") == 0) ||
-                    (h.status == 409 && strcmp(h.error, "fenced") == 0));
+        assert_true((p.holder_status == 503 && strcmp(p.holder_error, "lease_expired") == 0) ||
+                    (p.holder_status == 409 && strcmp(p.holder_error, "fenced") == 0));
     else {
-        assert_int_equal(h.status, 503);
-        assert_string_equal(h.error, "lease_expired");
+        assert_int_equal(p.holder_status, 503);
+        assert_string_equal(p.holder_error, "lease_expired");
     }
-    struct it_audit a;
-    assert_int_equal(it_audit(sku, &a), 0);
-    assert_int_equal(a.sold, 1);
-    assert_int_equal(a.oversold, 0);
-    assert_true(a.consistent);
 }
 
 static void test_etcd_paused_holder(void **state)
@@ -429,67 +303,27 @@ static void test_etcd_paused_holder_fenced(void **state)
 
 /* A holder killed (SIGKILL) inside hold_ms: nobody renews its 2 s lease,
  * etcd expires it and deletes the lock key, and a waiting buyer on
- * instance 2 sells; the killed holder wrote nothing. */
+ * instance 2 sells (after at least 0.5 s); the killed holder wrote
+ * nothing. */
 static void test_etcd_killed_holder_frees(void **state)
 {
-    const char *sku = "ETCD-crash";
-    assert_int_equal(it_seed(sku, 5), 200);
     long port = it_port_base() + 25;
     const char *const args[] = {"--threads", "4", "--etcd-endpoints", etcd_url, NULL};
     int pid = it_start_inventory("inventory-etcd-crash", port, NULL, args);
     assert_true(pid > 0);
-    char url_c[256], url2[256];
-    snprintf(url_c, sizeof(url_c), "http://127.0.0.1:%ld/inventory/deduct", port);
-    deduct_url(1, url2, sizeof(url2));
-    struct holder h = {.url = url_c,
-                       .body = "{\"sku\":\"ETCD-crash\",\"guard\":\"etcd\",\"hold_ms\":8000,"
-                               "\"lock_ttl_ms\":2000,\"order_id\":\"ETCD-crash-holder\"}"};
-    pthread_t t;
-    assert_int_equal(pthread_create(&t, NULL, hold_thread, &h), 0);
-    int held = wait_keys(sku, 1);
-    it_kill(pid, SIGKILL, 5000);
-    double t0 = now_s();
-    long st = it_status("POST", url2,
-                        "{\"sku\":\"ETCD-crash\",\"guard\":\"etcd\",\"lock_wait_ms\":8000,"
-                        "\"order_id\":\"ETCD-crash-buyer\"}");
-    double took = now_s() - t0;
-    pthread_join(t, NULL);
-    print_message("buyer after the holder's kill: %ld in %.2f s (holder: %ld)\n", st, took,
-                  h.status);
-    assert_int_equal(held, 0);
-    assert_int_equal(h.status, 0);          /* the holder never answered */
-    assert_int_equal(st, 200);
-    assert_true(took >= 0.5);               /* it waited for the lease */
-    assert_int_equal(lock_keys(sku), 0);
-    struct it_audit a;
-    assert_int_equal(it_audit(sku, &a), 0);
-    assert_int_equal(a.sold, 1);
-    assert_int_equal(a.stock, 4);
-    assert_true(a.consistent);
+    char base_c[64];
+    snprintf(base_c, sizeof(base_c), "http://127.0.0.1:%ld", port);
+    ls_killed_holder_frees("etcd", "ETCD-crash", base_c, pid, ",\"lock_ttl_ms\":2000",
+                           inv_url[1], lock_keys, 0.5);
 }
 
 /* An etcd sale released on the other instance: the release runs under
  * the SKU's etcd lock and gives the unit back; no key left. */
 static void test_etcd_release(void **state)
 {
-    const char *sku = "ETCD-rel";
-    assert_int_equal(it_seed(sku, 3), 200);
-    char url[256], rel[256];
-    deduct_url(0, url, sizeof(url));
-    assert_int_equal(it_status("POST", url,
-                               "{\"sku\":\"ETCD-rel\",\"guard\":\"etcd\","
-                               "\"order_id\":\"ETCD-rel-1\"}"), 200);
-    snprintf(rel, sizeof(rel), "%s/inventory/release", inv_url[1]);
-    struct it_resp r;
-    assert_int_equal(it_http("POST", rel, "{\"order_id\":\"ETCD-rel-1\"}", &r), 200);
-    assert_non_null(r.json);
-    assert_true(json_is_true(json_object_get(r.json, "released")));
-    it_resp_free(&r);
-    struct it_audit a;
-    assert_int_equal(it_audit(sku, &a), 0);
-    assert_int_equal(a.stock, 3);
-    assert_true(a.consistent);
-    assert_int_equal(lock_keys(sku), 0);
+    const char *base[2];
+    bases(base);
+    ls_release("etcd", "ETCD-rel", base, lock_keys);
 }
 
 /* An etcd whose minimum lease is above --etcd-min-lease (election timeout
@@ -521,13 +355,57 @@ static void test_etcd_server_minimum_400(void **state)
     it_kill(epid, SIGTERM, 10000);
     assert_true(pid > 0);
     assert_int_equal(st, 400);
-    assert_string_equal(error_of(&r), "bad_request");
+    assert_string_equal(ls_error_of(&r), "bad_request");
     assert_non_null(strstr(r.body, "minimum lease of 4 s"));
     it_resp_free(&r);
     assert_int_equal(st4, 200);
     struct it_audit a;
     assert_int_equal(it_audit(sku, &a), 0);
     assert_int_equal(a.sold, 1);
+    assert_true(a.consistent);
+}
+
+/* etcd hangs (SIGSTOP) while a sale waits for a held lock: the waiter
+ * cannot tell a busy lock from a hung etcd by its lock call alone, but it
+ * must answer 503 backend_unavailable (not lock_timeout, which tells the
+ * client to retry a busy SKU) well before its lock_wait_ms of 8 s and
+ * within the request's deadline. */
+static void test_etcd_hung_during_wait(void **state)
+{
+    const char *sku = "ETCD-hungwait";
+    assert_int_equal(it_seed(sku, 10), 200);
+    char url1[256], url2[256];
+    deduct_url(0, url1, sizeof(url1));
+    deduct_url(1, url2, sizeof(url2));
+    struct ls_sale h = {.url = url1,
+                        .body = "{\"sku\":\"ETCD-hungwait\",\"guard\":\"etcd\",\"hold_ms\":3000,"
+                                "\"order_id\":\"ETCD-hungwait-holder\"}"};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, ls_sale_run, &h), 0);
+    int held = ls_wait_count(lock_keys, sku, 1);
+    struct ls_sale w = {.url = url2,
+                        .body = "{\"sku\":\"ETCD-hungwait\",\"guard\":\"etcd\","
+                                "\"lock_wait_ms\":8000,\"order_id\":\"ETCD-hungwait-waiter\"}"};
+    pthread_t tw;
+    double t0 = ls_now_s();
+    assert_int_equal(pthread_create(&tw, NULL, ls_sale_run, &w), 0);
+    int waiting = ls_wait_count(lock_keys, sku, 2);   /* the waiter's key is queued */
+    pause_etcd(1);
+    pthread_join(tw, NULL);
+    double took = ls_now_s() - t0;
+    pause_etcd(0);
+    pthread_join(t, NULL);
+    print_message("waiter with etcd hung during its wait: %ld %s after %.2f s (holder: %ld %s)\n",
+                  w.status, w.error, took, h.status, h.error);
+    assert_int_equal(held, 0);
+    assert_int_equal(waiting, 0);
+    assert_int_equal(w.status, 503);
+    assert_string_equal(w.error, "backend_unavailable");
+    assert_true(took < 6.0);   /* well inside lock_wait_ms 8 s and the 10 s deadline */
+    struct it_audit a;
+    assert_int_equal(it_audit(sku, &a), 0);
+    assert_true(a.sold <= 1);
+    assert_int_equal(a.oversold, 0);
     assert_true(a.consistent);
 }
 
@@ -540,11 +418,11 @@ static long deduct_once(int inst, const char *sku, const char *oid, char *err, s
     snprintf(body, sizeof(body), "{\"sku\":\"%s\",\"guard\":\"etcd\",\"order_id\":\"%s\"}", sku,
              oid);
     struct it_resp r;
-    double t0 = now_s();
+    double t0 = ls_now_s();
     long st = it_http("POST", url, body, &r);
     if (took)
-        *took = now_s() - t0;
-    snprintf(err, errlen, "%s", error_of(&r));
+        *took = ls_now_s() - t0;
+    snprintf(err, errlen, "%s", ls_error_of(&r));
     it_resp_free(&r);
     return st;
 }
@@ -582,7 +460,7 @@ static void test_etcd_down_then_back(void **state)
         assert_string_equal(err, "backend_unavailable");
         assert_true(took < 3.0);   /* --etcd-op-timeout 1 s, not the request's 10 s */
     }
-    double t0 = now_s();
+    double t0 = ls_now_s();
     pause_etcd(0);
     for (int i = 0; i < 2; i++) {
         long st = 0;
@@ -593,7 +471,7 @@ static void test_etcd_down_then_back(void **state)
                 usleep(100 * 1000);
         }
         print_message("instance %d sells again %.1f s after etcd is back\n", i + 1,
-                      now_s() - t0);
+                      ls_now_s() - t0);
         assert_int_equal(st, 200);
     }
     assert_int_equal(it_status("GET", hz, NULL), 200);
@@ -616,6 +494,7 @@ int main(void)
         cmocka_unit_test(test_etcd_killed_holder_frees),
         cmocka_unit_test(test_etcd_release),
         cmocka_unit_test(test_etcd_server_minimum_400),
+        cmocka_unit_test_teardown(test_etcd_hung_during_wait, restart_etcd),
         cmocka_unit_test_teardown(test_etcd_down_then_back, restart_etcd),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);

@@ -6,6 +6,7 @@ import json
 from ..verdicts import recover_text, verdict, verdict_class
 from .common import E, table_rows, verdict_grid
 from .charts import charts_html
+from .cluster import cluster_html
 from .matrix import html_guard_sections, html_matrix
 from .prom import prometheus_links
 from .svg import svg_timeline
@@ -29,7 +30,7 @@ td.bad,.badge.bad{background:var(--bad);color:var(--badfg);font-weight:bold}
 td.skip{background:var(--skip);color:var(--skipfg)}
 td.warn{background:#fdebc8;color:#6b4500;font-weight:bold}
 .badge{padding:1px 6px;border-radius:3px}
-table.matrix{font-size:13px}table.matrix td.l{white-space:normal;max-width:14em}table.matrix td.v{text-align:center}table.matrix td.use{white-space:normal;min-width:18em}
+table.matrix{font-size:13px}table.cluster td.l{white-space:normal}table.matrix td.l{white-space:normal;max-width:14em}table.matrix td.v{text-align:center}table.matrix td.use{white-space:normal;min-width:18em}
 td.ids{white-space:normal;font-family:ui-monospace,monospace;max-width:40em}
 .meta{font-size:13px;color:var(--mute)}.meta code,code{background:var(--code);padding:0 3px}
 pre{background:var(--code);padding:6px 8px;overflow-x:auto;font-size:12px}
@@ -66,6 +67,8 @@ def render_html(res):
              f" &middot; loadgen <code>{E(res.get('loadgen', ''))}</code></p>")
 
     o += html_matrix(res)
+    if res.get("cluster"):
+        o += cluster_html(res)
     o += render_faults_html(cells, E)
     lc = load_cells(cells)
     if lc:
