@@ -41,6 +41,8 @@ struct lt_gate {
     int held, waiters;
     int run;               /* hand-overs in a row to a waiting thread */
     int yield;             /* the next holder yields before its first try */
+    char row_owner[96];    /* "" or the lock row passed on to the next
+                            * holder, still held by this owner in MySQL */
 };
 
 static struct lt_gate gates[LT_GATES] = {
@@ -57,13 +59,18 @@ static unsigned long name_hash(const char *s)
 /* Enter name's gate by deadline (util_now clock). Returns the gate (held),
  * NULL to contend without one (slot used by another name), and sets
  * *timeout when the deadline passed while queued; *yield is 1 when this
- * holder should give other processes a turn first (LT_RUN). */
+ * holder should give other processes a turn first (LT_RUN); inherit gets
+ * the owner of a lock row the last holder passed on (gate_pass_row), ""
+ * when none: the new holder takes it over or deletes it. A waiter woken
+ * with the gate free always becomes its holder, so a passed row always
+ * has one. */
 static struct lt_gate *gate_enter(const char *name, double deadline, int *timeout,
-                                  int *yield)
+                                  int *yield, char inherit[96])
 {
     struct lt_gate *g = &gates[name_hash(name) % LT_GATES];
     *timeout = 0;
     *yield = 0;
+    inherit[0] = '\0';
     pthread_mutex_lock(&g->mu);
     if (g->name[0] && strcmp(g->name, name) != 0) {
         pthread_mutex_unlock(&g->mu);
@@ -91,8 +98,29 @@ static struct lt_gate *gate_enter(const char *name, double deadline, int *timeou
     g->held = 1;
     *yield = g->yield;
     g->yield = 0;
+    memcpy(inherit, g->row_owner, sizeof g->row_owner);
+    g->row_owner[0] = '\0';
     pthread_mutex_unlock(&g->mu);
     return g;
+}
+
+/* Leave the gate to a queued thread together with our lock row (still
+ * ours in MySQL), sparing it the INSERT and this release the DELETE: 1
+ * passed (gate left), 0 not (no waiter, or the run is at LT_RUN: delete
+ * the row and gate_leave, which makes the next holder yield). */
+static int gate_pass_row(struct lt_gate *g, const char *owner)
+{
+    int passed = 0;
+    pthread_mutex_lock(&g->mu);
+    if (g->waiters > 0 && g->run + 1 < LT_RUN && strlen(owner) < sizeof g->row_owner) {
+        snprintf(g->row_owner, sizeof g->row_owner, "%s", owner);
+        g->held = 0;
+        g->run++;
+        pthread_cond_signal(&g->cv);
+        passed = 1;
+    }
+    pthread_mutex_unlock(&g->mu);
+    return passed;
 }
 
 static void gate_leave(struct lt_gate *g)
@@ -171,12 +199,27 @@ static int lock_table_locked(const struct guard *self, const struct deduct_env *
     long ttl = lock_opts_ttl(lo, env->default_ttl_ms);
     double t0 = util_now(), deadline = t0 + (double)req->lock_wait_ms / 1000.0;
     int got = 0, gate_timeout, yield;
-    struct lt_gate *gate = gate_enter(name, deadline, &gate_timeout, &yield);
-    if (yield && !gate_timeout) {
+    char inherit[96];
+    struct lt_gate *gate = gate_enter(name, deadline, &gate_timeout, &yield, inherit);
+    if (inherit[0] && !lo->fencing) {
+        /* The last holder of this process passed its row on: make it ours
+         * with a fresh lease (one UPDATE instead of DELETE + INSERT). */
+        long long n = store_lock_row_pass(env->db, name, inherit, owner, ttl);
+        if (n > 0)
+            got = 1;
+        else if (n < 0 && store_lock_row_delete(env->db, name, inherit) < 0)
+            fprintf(stderr, "lock-table: passed row %s not released (expires by itself): %s\n",
+                    name, env->db->errstr);
+    } else if (inherit[0] && store_lock_row_delete(env->db, name, inherit) < 0) {
+        /* Fencing wants a new row (a new id): give the passed one back. */
+        fprintf(stderr, "lock-table: passed row %s not released (expires by itself): %s\n",
+                name, env->db->errstr);
+    }
+    if (yield && !gate_timeout && !got) {
         long left_ms = (long)((deadline - util_now()) * 1000.0);
         util_sleep_ms(left_ms < LT_YIELD_MS ? (left_ms > 0 ? left_ms : 0) : LT_YIELD_MS);
     }
-    for (int i = 0; !gate_timeout; i++) {
+    for (int i = 0; !gate_timeout && !got; i++) {
         got = try_take(env->db, name, owner, ttl);
         if (got != 0 || util_now() >= deadline)
             break;
@@ -205,6 +248,8 @@ static int lock_table_locked(const struct guard *self, const struct deduct_env *
     if (!guard_deadline_passed(req, res))
         ret = work(ctx, env, &fenced, res);
 release:
+    if (gate && gate_pass_row(gate, owner))
+        return ret;
     if (store_lock_row_delete(env->db, name, owner) < 0)
         fprintf(stderr, "lock-table: release of %s failed (expires by itself): %s\n", name,
                 env->db->errstr);

@@ -216,6 +216,15 @@ long long store_lock_row_delete(struct db_conn *db, const char *name, const char
                   name, owner);
 }
 
+long long store_lock_row_pass(struct db_conn *db, const char *name, const char *from,
+                              const char *to, long ttl_ms)
+{
+    return db_run(db, "UPDATE lock_table SET owner=?, "
+                      "expires_at=TIMESTAMPADD(MICROSECOND, ? * 1000, NOW(3)) "
+                      "WHERE lock_name=? AND owner=? AND expires_at >= NOW(3)",
+                  "slss", "", to, (long long)ttl_ms, name, from);
+}
+
 int store_lock_row_id(struct db_conn *db, const char *name, const char *owner,
                       unsigned long long *id)
 {

@@ -88,6 +88,12 @@ long long store_lock_row_insert(struct db_conn *db, const char *name, const char
                                 long ttl_ms);
 long long store_lock_row_expire(struct db_conn *db, const char *name);
 long long store_lock_row_delete(struct db_conn *db, const char *name, const char *owner);
+/* Pass the row from owner `from` to owner `to` with a fresh lease of
+ * ttl_ms, only while `from` still holds it and its lease has not run out:
+ * 1 passed, 0 not (gone or expired: take it as usual), or DB_E*. The
+ * row keeps its id (no new fencing token). */
+long long store_lock_row_pass(struct db_conn *db, const char *name, const char *from,
+                              const char *to, long ttl_ms);
 /* The id of the lock row `name` while `owner` holds it (the lock-table
  * guard's fencing token: AUTO_INCREMENT, larger on every take). 1 found
  * (*id set), 0 not ours any more, or a negative DB_E* code. */
