@@ -433,7 +433,15 @@ int db_set_lock_wait(struct db_conn *c, long ms)
         return DB_OK;
     char sql[80];
     snprintf(sql, sizeof(sql), "SET SESSION innodb_lock_wait_timeout=%ld", s);
+    int in_txn = c->in_txn;
     int rc = db_exec(c, sql);
+    /* The connection died while idle (a server restart, a KILL, within
+     * the window db_thread_conn does not ping): outside a transaction
+     * nothing depends on it, so set it once more on a fresh one, as
+     * db_begin does; often the first statement of a request (a guard that
+     * skips the ledger read), whose sale must not fail for it. */
+    if (rc == DB_EUNAVAIL && !in_txn && db_ensure(c) == DB_OK)
+        rc = s == c->lock_wait_s ? DB_OK : db_exec(c, sql);
     if (rc == DB_OK)
         c->lock_wait_s = s;
     return rc;

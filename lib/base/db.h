@@ -111,8 +111,9 @@ int db_commit(struct db_conn *c);
 void db_rollback(struct db_conn *c);
 
 /* Make the session's row-lock wait at most `ms` (rounded up to whole
- * seconds, at least 1: InnoDB's unit). A round trip only when it changes.
- * Returns DB_OK or a negative DB_E* code. */
+ * seconds, at least 1: InnoDB's unit). A round trip only when it changes;
+ * outside a transaction a connection found dead is replaced once (as by
+ * db_begin). Returns DB_OK or a negative DB_E* code. */
 int db_set_lock_wait(struct db_conn *c, long ms);
 
 /* Quick round trip for /healthz: DB_OK or DB_EUNAVAIL. */

@@ -192,6 +192,13 @@ struct guard {
      * state in one Redis round trip (one script: the fields agree with
      * each other). Returns 0, or -1 when Redis cannot be read. */
     int (*side)(const struct guard *self, const char *sku, struct guard_side *out);
+    /* Optional, guards whose side state can hold work of requests that
+     * died (redis-decr's intents past their write deadline): settle it for
+     * sku, asking MySQL (db) what landed, so the audit reads the side state
+     * as it stands once things settle, not as it stands until the SKU's
+     * next sale. Best effort: returns 0, or -1 when a backend could not be
+     * reached (what is left unsettled shows as drift). */
+    int (*settle)(const struct guard *self, struct db_conn *db, const char *sku);
     /* Optional, write-behind guards: on=1 holds off the commits of their
      * flushes for a short while (bounded by the guard) so an audit can
      * read Redis and MySQL as one snapshot; on=0 lets them go. Returns 1

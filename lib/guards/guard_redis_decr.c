@@ -19,15 +19,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* KEYS[1] stock key, [2] its epoch, [3] intents, [4] intent details;
- * ARGV[1] qty, [2] nonce, [3] order_id, [4] ms the write may take. {-2}:
- * key missing (Redis lost it, or it is of an older generation: dropped,
- * see RREC_LUA_GEN); {-1, stale}: not enough; else {new stock,
- * epoch, stale}: the epoch the sale was decided in (for a give-back,
- * redis_reconcile.h), and the sale is recorded as an intent until its
- * write is known (settled by this instance, or by the next sale after
- * its deadline when the instance died). stale: the nonce of one intent
- * past its deadline, or "". */
+/* KEYS[1] stock key, [2] its epoch, [3] intents, [4] intent details, [5]
+ * the MySQL seeds the stock was written from; ARGV[1] qty, [2] nonce, [3]
+ * order_id, [4] ms the write may take. {-2}: key missing (Redis lost it,
+ * or it is of an older generation: dropped, see RREC_LUA_GEN); {-1,
+ * stale}: not enough; else {new stock, epoch, stale, seeds}: the epoch the
+ * sale was decided in (for a give-back, redis_reconcile.h), the seeds its
+ * MySQL write must still find ("" unknown: a state written before seeds
+ * were kept), and the sale is recorded as an intent until its write is
+ * known (settled by this instance, or after its deadline, when the
+ * instance died, by the next sale or an audit). stale: the nonce of one
+ * intent past its deadline, or "". */
 static struct rconn_script decr_script = RCONN_SCRIPT(
     RREC_LUA_GEN
     "local v = redis.call('GET', KEYS[1]) "
@@ -43,7 +45,7 @@ static struct rconn_script decr_script = RCONN_SCRIPT(
     "local ep = redis.call('GET', KEYS[2]) or '' "
     "redis.call('ZADD', KEYS[3], now + tonumber(ARGV[4]), ARGV[2]) "
     "redis.call('HSET', KEYS[4], ARGV[2], ARGV[3] .. '\\n' .. ep .. '\\n' .. ARGV[1]) "
-    "return {left, ep, stale}");
+    "return {left, ep, stale, redis.call('GET', KEYS[5]) or ''}");
 
 /* KEYS[1] intents, [2] intent details; ARGV[1] nonce. The sale is in
  * MySQL (or will never be given back by its own instance): forget it. */
@@ -101,6 +103,10 @@ static int fill_state(const char *sku, long long stock, int segments, struct rre
     s->n = 1;
     keys_stock(s->keys[0], sku);
     snprintf(s->vals[0], sizeof(s->vals[0]), "%lld", stock);
+    /* written with the stock, atomically: the generation it belongs to */
+    s->n = 2;
+    keys_stock_seeds(s->keys[1], sku);
+    snprintf(s->vals[1], sizeof(s->vals[1]), "%lld", s->seeds);
     return 0;
 }
 
@@ -130,18 +136,21 @@ static void intent_init(struct intent *in, const struct deduct_env *env, const c
 
 /* One run of the decrement script: the new stock (>= 0), -1 not enough,
  * -2 key missing, -3 failure (res filled). *epoch receives the epoch,
- * stale the nonce of an intent past its deadline ("" none). */
+ * *seeds the MySQL seeds of the stock (-1 unknown), stale the nonce of an
+ * intent past its deadline ("" none). */
 static long long decrement(const struct rrec *k, const struct intent *in,
                            const struct deduct_req *req, long write_ms,
-                           char epoch[RREC_EPOCH_MAX], char stale[96], long long *acked,
-                           struct deduct_res *res)
+                           char epoch[RREC_EPOCH_MAX], long long *seeds, char stale[96],
+                           long long *acked, struct deduct_res *res)
 {
-    char n[24], ms[24];
+    char n[24], ms[24], seeds_key[KEYS_MAX];
     snprintf(n, sizeof(n), "%ld", req->qty);
     snprintf(ms, sizeof(ms), "%ld", write_ms);
-    const char *argv[8] = {k->state, k->epoch, in->zset, in->hash, n, in->nonce, req->order_id,
-                           ms};
-    redisReply *r = redis_shared_eval_acked(redis, &decr_script, 4, 8, argv, acks_of(req),
+    keys_stock_seeds(seeds_key, req->sku);
+    const char *argv[9] = {k->state, k->epoch, in->zset, in->hash, seeds_key, n, in->nonce,
+                           req->order_id, ms};
+    *seeds = -1;
+    redisReply *r = redis_shared_eval_acked(redis, &decr_script, 5, 9, argv, acks_of(req),
                                             ack_wait_ms(req), acked, res->detail,
                                             sizeof(res->detail));
     stale[0] = '\0';
@@ -153,13 +162,16 @@ static long long decrement(const struct rrec *k, const struct intent *in,
     if (r->type == REDIS_REPLY_ARRAY && r->elements >= 1 &&
         r->element[0]->type == REDIS_REPLY_INTEGER) {
         left = r->element[0]->integer;
-        const redisReply *st = left >= 0 && r->elements == 3 ? r->element[2]
+        const redisReply *st = left >= 0 && r->elements == 4 ? r->element[2]
                                : left == -1 && r->elements == 2 ? r->element[1] : NULL;
         if (st && st->type == REDIS_REPLY_STRING)
             snprintf(stale, 96, "%s", st->str);
-        if (left >= 0 && r->elements == 3)
+        if (left >= 0 && r->elements == 4) {
             rrec_epoch_copy(epoch, r->element[1]);
-        else if (left >= 0 || left < -2)
+            const redisReply *sd = r->element[3];
+            if (sd->type == REDIS_REPLY_STRING && sd->len > 0)
+                *seeds = atoll(sd->str);
+        } else if (left >= 0 || left < -2)
             left = -3;
     }
     freeReplyObject(r);
@@ -204,7 +216,7 @@ static void give_back(const struct rrec *k, const struct intent *in, const char 
  * tells: a row for its order_id -> it landed, forget it; none -> give the
  * units back into their epoch. Best effort: a failure leaves it for the
  * next sale. */
-static void settle_stale(const struct rrec *k, const struct deduct_env *env, const char *sku,
+static void settle_stale(const struct rrec *k, struct db_conn *db, const char *sku,
                          const char *nonce)
 {
     struct intent in;
@@ -235,9 +247,9 @@ static void settle_stale(const struct rrec *k, const struct deduct_env *env, con
         return;
     }
     long long one = 0;
-    long long landed = env->db ? db_run(env->db, "SELECT 1 FROM ledger WHERE order_id=? LIMIT 1",
-                                        "s", "l", order, &one)
-                               : DB_EUNAVAIL;
+    long long landed = db ? db_run(db, "SELECT 1 FROM ledger WHERE order_id=? LIMIT 1", "s",
+                                   "l", order, &one)
+                          : DB_EUNAVAIL;
     if (landed < 0)
         return;
     if (landed > 0) {
@@ -265,14 +277,14 @@ static int redis_decr_deduct(const struct guard *self, const struct deduct_env *
     rrec_keys(&k, req->sku);
     intent_init(&in, env, req->sku);
     char epoch[RREC_EPOCH_MAX] = "", stale[96] = "";
-    long long left = -2, acked = 0;
+    long long left = -2, acked = 0, seeds = -1;
     for (int attempt = 0; attempt < 2 && left == -2; attempt++) {
-        left = decrement(&k, &in, req, write_window_ms(req), epoch, stale, &acked, res);
+        left = decrement(&k, &in, req, write_window_ms(req), epoch, &seeds, stale, &acked, res);
         if (left == -2 && attempt == 0 && rrec_recover(&k, env, req->sku, fill_state, res) == 0)
             return 0;
     }
     if (stale[0])
-        settle_stale(&k, env, req->sku, stale);
+        settle_stale(&k, env->db, req->sku, stale);
     if (left == -2) {   /* lost again between the reload and our retry */
         res->outcome = DEDUCT_UNAVAILABLE;
         snprintf(res->detail, sizeof(res->detail),
@@ -316,13 +328,16 @@ static int redis_decr_deduct(const struct guard *self, const struct deduct_env *
     }
     /* Refused: the units go back into their epoch. Floor refusal or a
      * COMMIT with no known outcome: Redis is reconciled from MySQL instead,
-     * so a unit is neither sold twice nor lost. */
-    int rc = stock_record_relative(self->name, env, req, res);
+     * so a unit is neither sold twice nor lost. Reseeded (on any instance)
+     * since the stock the sale was decided on was written: nothing lands
+     * in the new seed; the old state is normally replaced already (the
+     * reseed writes Redis before its COMMIT), else it is reconciled. */
+    int rc = stock_record_relative_seeded(self->name, env, req, seeds, res);
     if (rc == STOCK_NOT_COMMITTED) {
         give_back(&k, &in, epoch, req->qty, req->sku);
         return 0;
     }
-    if (rc == STOCK_DIVERGED || rc == STOCK_COMMIT_UNKNOWN) {
+    if (rc == STOCK_DIVERGED || rc == STOCK_COMMIT_UNKNOWN || rc == STOCK_RESEEDED) {
         char err[128];
         if (rrec_distrust(&k, epoch, NULL, 0, err, sizeof(err)) < 0) {
             /* the intent stays: settled as stale, the ledger will tell */
@@ -342,6 +357,18 @@ static int redis_decr_seed(const struct guard *self, const struct deduct_env *en
     struct rrec_state s;
     rrec_keys(&k, sku);
     memset(&s, 0, sizeof(s));
+    /* The seed runs inside the reseed's MySQL transaction (the row locked,
+     * its seeds already counted up): the generation this stock belongs to.
+     * A write of a sale decided on the old stock waits for the row lock and
+     * then finds the new count. */
+    if (env->db) {
+        long long st, ver;
+        int rc = store_read_seeded(env->db, sku, &st, &ver, &s.seeds);
+        if (rc < 0) {
+            stock_db_failure(env->db, rc, res);
+            return -1;
+        }
+    }
     fill_state(sku, stock, segments, &s, res);
     return rrec_seed(&k, &s, res->detail, sizeof(res->detail));
 }
@@ -388,10 +415,42 @@ static int redis_decr_describe(const struct guard *self, const char *sku,
     return 0;
 }
 
+/* KEYS[1] intents; ARGV[1] at most this many. The nonces of the intents
+ * past their write deadline. */
+static struct rconn_script stale_script = RCONN_SCRIPT(
+    "local t = redis.call('TIME') "
+    "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) "
+    "return redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[1]))");
+
+/* Stale intents settled per audit: more wait for the next audit or sale. */
+#define SETTLE_MAX 64
+
+/* guard.h `settle`: every intent of sku past its deadline (a dead
+ * instance's sale) is settled now, the ledger telling whether it landed,
+ * so an idle SKU's Redis stock equals MySQL's without waiting for a sale. */
+static int redis_decr_settle(const struct guard *self, struct db_conn *db, const char *sku)
+{
+    struct rrec k;
+    char zset[KEYS_MAX], err[128], max[16];
+    rrec_keys(&k, sku);
+    keys_stock_intents(zset, sku);
+    snprintf(max, sizeof(max), "%d", SETTLE_MAX);
+    const char *argv[2] = {zset, max};
+    redisReply *r = rconn_eval(redis->pool, err, sizeof(err), &stale_script, 1, 2, argv);
+    if (!r)
+        return -1;
+    int ok = r->type == REDIS_REPLY_ARRAY;
+    for (size_t i = 0; ok && i < r->elements; i++)
+        if (r->element[i]->type == REDIS_REPLY_STRING && r->element[i]->len < 96)
+            settle_stale(&k, db, sku, r->element[i]->str);
+    freeReplyObject(r);
+    return ok ? 0 : -1;
+}
+
 /* KEYS[1] stock, [2] intents, [3] intent details. {has stock, stock,
  * units of the intents still within their deadline}: sales on their way
- * to MySQL. A stale intent is not counted: until the next sale settles it,
- * its units show as drift. */
+ * to MySQL. A stale intent is not counted: the audit settles those first
+ * (redis_decr_settle); one it could not settle shows as drift. */
 static struct rconn_script side_script = RCONN_SCRIPT(
     "local v = redis.call('GET', KEYS[1]) "
     "local t = redis.call('TIME') "
@@ -441,6 +500,7 @@ const struct guard guard_redis_decr = {
     .release = redis_decr_release,
     .describe = redis_decr_describe,
     .side = redis_decr_side,
+    .settle = redis_decr_settle,
     .fields = decr_fields,
     .nfields = sizeof(decr_fields) / sizeof(decr_fields[0]),
     .opts_size = sizeof(struct lock_req_opts),

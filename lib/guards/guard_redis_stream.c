@@ -9,6 +9,8 @@
 #include "guard.h"
 
 #include "base/db.h"
+#include "base/metrics.h"
+#include "guards/core/coalesce.h"
 #include "guards/core/lock_fields.h"
 #include "guards/core/redis_reconcile.h"
 #include "guards/core/redis_shared.h"
@@ -45,12 +47,20 @@ static const struct cfg_opt options[] = {
     {"stream-hold", "LAB_STREAM_HOLD_MS", CFG_MS, "0", 0, 3600000,
      offsetof(struct sflush_conf, hold_ms), 0,
      "redis-stream, tests: hold each batch read this long before writing it to MySQL"},
+    {"stream-linger", "LAB_STREAM_LINGER_MS", CFG_MS, "10", 0, 1000,
+     offsetof(struct sflush_conf, linger_ms), 0,
+     "redis-stream: after a batch that was not full, let the next one gather this long "
+     "(larger batches, fewer MySQL commits; an idle stream is still read at once)"},
     {"stream-flusher", "LAB_STREAM_FLUSHER", CFG_BOOL, "1", 0, 1,
      offsetof(struct sflush_conf, enabled), 0,
      "redis-stream: run a flusher in this instance (0: sales only queue here)"},
     {"stream-order-ttl", "LAB_STREAM_ORDER_TTL_MS", CFG_MS, "86400s", 1000, 604800000,
      offsetof(struct sflush_conf, order_ttl_ms), 0,
      "redis-stream: how long Redis remembers an order_id's sale (repeats answered)"},
+    {"stream-coalesce", "LAB_STREAM_COALESCE", CFG_INT, "256", 1, COAL_GROUP_MAX,
+     offsetof(struct sflush_conf, coalesce_max), 0,
+     "redis-stream: most concurrent sales of one SKU in this instance sent to Redis as one "
+     "script call (1: one call per sale)"},
 };
 
 /* KEYS[1] stock, [2] epoch, [3] order, [4] stream, [5] pending entries,
@@ -98,6 +108,73 @@ static struct rconn_script sale_script = RCONN_SCRIPT(
     "    + tonumber(ARGV[6]), id) "
     "end "
     "return {left, id}");
+
+/* The sale script for a group of sales of one SKU (coalesce.h): the same
+ * steps as sale_script for each sale in turn, so a group is exactly its
+ * sales run back to back; what every sale would repeat (the epoch, the
+ * stock read and the generation check with its INFO, TIME, the decrement,
+ * the pending counts) is paid once: the stock is read once, followed in
+ * the script, and decremented by the group's units at the end (nothing
+ * else runs in between). KEYS[1] stock, [2] epoch, [3] stream, [4] pending
+ * entries, [5] pending units, [6] unacked entries, [7..6+n] the sales'
+ * order keys; ARGV[1] sku, [2] instance, [3] order ttl ms, then (order_id,
+ * qty, ms the sale may wait for its replicas) per sale (sale_script's
+ * ARGV[6]). Returns one reply per sale, each as sale_script's. */
+static struct rconn_script group_script = RCONN_SCRIPT(
+    RREC_LUA_GEN
+    "local ep = redis.call('GET', KEYS[2]) or '' "
+    "local st, cur = 0, 0 "
+    "local t = redis.call('TIME') "
+    "local ms = string.format('%.0f', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)) "
+    "local out, np, nu = {}, 0, 0 "
+    "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) "
+    "for i = 1, (#ARGV - 3) / 3 do "
+    "  local oid, qs, hold = ARGV[3 * i + 1], ARGV[3 * i + 2], tonumber(ARGV[3 * i + 3]) "
+    "  local q = tonumber(qs) "
+    "  local okey = KEYS[6 + i] "
+    "  local res = nil "
+    "  local o = redis.call('GET', okey) "
+    "  if o then "
+    "    local oep, osku, oqty, orem, oinst = "
+    "      string.match(o, '^(.-)\\n(.-)\\n(.-)\\n(.-)\\n(.*)$') "
+    "    local oc = ep "
+    "    if osku and osku ~= ARGV[1] then "
+    "      oc = redis.call('GET', 'sstock:{' .. osku .. '}:epoch') or '' "
+    "    end "
+    "    if osku and oep == oc then "
+    "      if osku ~= ARGV[1] or tonumber(oqty) ~= q then res = {-4, osku, oqty} "
+    "      else res = {-3, orem, oinst} end "
+    "    end "
+    "  end "
+    "  if not res then "
+    "    if st == 0 then "
+    "      local v = redis.call('GET', KEYS[1]) "
+    "      if not v then st = 2 "
+    "      elseif not in_gen(ep) then redis.call('DEL', KEYS[1]) st = 2 "
+    "      else st = 1 cur = tonumber(v) end "
+    "    end "
+    "    if st == 2 then res = {-2} "
+    "    elseif cur < q then res = {-1, string.format('%d', cur)} "
+    "    else "
+    "      cur = cur - q "
+    "      nu = nu + q "
+    "      np = np + 1 "
+    "      local id = redis.call('XADD', KEYS[3], '*', 's', ARGV[1], 'o', oid, 'q', qs, "
+    "        'r', cur, 'i', ARGV[2], 'g', '" GUARD_NAME "', 't', ms) "
+    "      redis.call('SET', okey, ep .. '\\n' .. ARGV[1] .. '\\n' .. qs .. '\\n' .. cur "
+    "        .. '\\n' .. ARGV[2], 'PX', ARGV[3]) "
+    "      if hold > 0 then redis.call('ZADD', KEYS[6], now + hold, id) end "
+    "      res = {cur, id} "
+    "    end "
+    "  end "
+    "  out[i] = res "
+    "end "
+    "if np > 0 then "
+    "  redis.call('DECRBY', KEYS[1], nu) "
+    "  redis.call('HINCRBY', KEYS[4], ARGV[1], np) "
+    "  redis.call('HINCRBY', KEYS[5], ARGV[1], nu) "
+    "end "
+    "return out");
 
 /* KEYS[1] stock, [2] order, [3] stream, [4] pending entries, [5] pending
  * units, [6] unacked entries, [7] cancelled entries; ARGV[1] entry id, [2]
@@ -306,10 +383,155 @@ static int sell(const struct deduct_env *env, const struct deduct_req *req,
     return lost;
 }
 
+/* Concurrent sales of one SKU in this instance: one group_script call. */
+static struct coalescer sales_group = COALESCER_INIT;
+
+/* A member's own part of a group call. */
+struct group_sale {
+    const struct deduct_env *env;
+    int lost;                  /* the script found the stock lost (-2) */
+};
+
+#define GROUP_KEYS_FIXED 6
+#define GROUP_ARGS_FIXED 3
+
+/* replicas_ack met for these entries: flushers may write them now (best
+ * effort: else they do once their wait has run out). */
+static void confirm_sales(const char **ids, int n)
+{
+    if (n <= 0)
+        return;
+    char err[128];
+    const char **argv = malloc((size_t)(n + 2) * sizeof(*argv));
+    if (!argv)
+        return;
+    argv[0] = "ZREM";
+    argv[1] = KEYS_SALES_UNACKED;
+    memcpy(argv + 2, ids, (size_t)n * sizeof(*ids));
+    redisReply *r = rconn_cmd_argv(redis->pool, err, sizeof(err), n + 2, argv);
+    freeReplyObject(r);
+    free(argv);
+}
+
+/* coal_run_fn: one group_script call for m[0..n-1] (same SKU; all with
+ * replicas_ack or all without), each member's answer from its own element
+ * of the reply. With replicas_ack, one WAIT on the call's connection for
+ * the group: the most replicas any member asks, within the least time any
+ * member has left; then each sale is confirmed or undone against its own
+ * number (undo_sale: 503 "undone" or "may stand", never "sold"). Redis
+ * failing fails every member alike: nothing known to be written, as for
+ * one sale. */
+static void sell_group(struct coal_member *const *m, int n, void *ctx)
+{
+    (void)ctx;
+    const struct deduct_req *first = m[0]->req;
+    const struct group_sale *g0 = m[0]->arg;
+    int nkeys = GROUP_KEYS_FIXED + n, argc = nkeys + GROUP_ARGS_FIXED + 3 * n;
+    const char **argv = malloc((size_t)argc * sizeof(*argv));
+    const char **ids = malloc((size_t)n * sizeof(*ids));
+    char(*okey)[KEYS_MAX] = malloc((size_t)n * sizeof(*okey));
+    char(*qty)[24] = malloc((size_t)n * sizeof(*qty));
+    char(*hold)[24] = malloc((size_t)n * sizeof(*hold));
+    char stock[KEYS_MAX], epoch[KEYS_MAX], ttl[24], err[sizeof(m[0]->res->detail)];
+    redisReply *r = NULL;
+    if (!argv || !ids || !okey || !qty || !hold) {
+        snprintf(err, sizeof(err), "out of memory");
+        goto fail;
+    }
+    keys_sstock(stock, first->sku);
+    keys_sstock_epoch(epoch, first->sku);
+    snprintf(ttl, sizeof(ttl), "%ld", conf.order_ttl_ms);
+    argv[0] = stock;
+    argv[1] = epoch;
+    argv[2] = KEYS_SALES_STREAM;
+    argv[3] = KEYS_SALES_PENDING;
+    argv[4] = KEYS_SALES_PENDING_UNITS;
+    argv[5] = KEYS_SALES_UNACKED;
+    int a = nkeys, acks = 0;
+    long wait_ms = REDIS_REPLICAS_ACK_MAX_MS;
+    argv[a++] = first->sku;
+    argv[a++] = g0->env->instance;
+    argv[a++] = ttl;
+    for (int i = 0; i < n; i++) {
+        const struct deduct_req *q = m[i]->req;
+        keys_sorder(okey[i], q->order_id);
+        snprintf(qty[i], sizeof(qty[i]), "%ld", q->qty);
+        /* The entry waits for our verdict at most the WAIT plus a margin
+         * for the round trips around it; past that, flushers write it. */
+        long w = ack_wait_ms(q);
+        snprintf(hold[i], sizeof(hold[i]), "%ld",
+                 acks_of(q) > 0 ? w + REPLICAS_ACK_MARGIN_MS : 0L);
+        if (acks_of(q) > acks)
+            acks = acks_of(q);
+        if (acks_of(q) > 0 && w < wait_ms)
+            wait_ms = w;
+        argv[GROUP_KEYS_FIXED + i] = okey[i];
+        argv[a++] = q->order_id;
+        argv[a++] = qty[i];
+        argv[a++] = hold[i];
+    }
+    long long acked = 0;
+    r = redis_shared_eval_acked(redis, &group_script, nkeys, argc, argv, acks, wait_ms, &acked,
+                                err, sizeof(err));
+    if (!r)
+        goto fail;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != (size_t)n) {
+        for (int i = 0; i < n; i++) {
+            m[i]->res->outcome = DEDUCT_INTERNAL;
+            snprintf(m[i]->res->detail, sizeof(m[i]->res->detail),
+                     "unexpected reply from the sale script");
+        }
+        goto out;
+    }
+    int nconfirm = 0;
+    for (int i = 0; i < n; i++) {
+        struct group_sale *g = m[i]->arg;
+        const redisReply *e = r->element[i];
+        g->lost = sale_reply(e, m[i]->req, m[i]->res);
+        /* replicas_ack: a failover to a replica without this sale would
+         * lose it (and sell its unit again); fewer replicas than asked
+         * undo it. */
+        if (m[i]->res->outcome != DEDUCT_SOLD || acks_of(m[i]->req) <= 0 ||
+            e->elements < 2 || e->element[1]->type != REDIS_REPLY_STRING)
+            continue;
+        if (acked < acks_of(m[i]->req))
+            undo_sale(m[i]->req, e->element[1]->str, acked, m[i]->res);
+        else
+            ids[nconfirm++] = e->element[1]->str;
+    }
+    confirm_sales(ids, nconfirm);
+    goto out;
+fail:
+    for (int i = 0; i < n; i++) {
+        m[i]->res->outcome = DEDUCT_UNAVAILABLE;
+        snprintf(m[i]->res->detail, sizeof(m[i]->res->detail), "%s", err);
+    }
+out:
+    freeReplyObject(r);
+    free(argv);
+    free(ids);
+    free(okey);
+    free(qty);
+    free(hold);
+}
+
+/* One sale through its SKU's group (sales with replicas_ack group apart:
+ * they wait for the WAIT). Returns 1 when Redis lost the stock, else 0
+ * with res filled. */
+static int sell_grouped(const struct deduct_env *env, const struct deduct_req *req,
+                        struct deduct_res *res)
+{
+    struct group_sale g = {env, 0};
+    char key[COAL_KEY_MAX];
+    snprintf(key, sizeof(key), "%s%s", req->sku, acks_of(req) > 0 ? "\n+ack" : "");
+    coal_submit(&sales_group, key, req, res, &g, sell_group, NULL);
+    return g.lost;
+}
+
 static int stream_deduct(const struct guard *self, const struct deduct_env *env,
                          const struct deduct_req *req, struct deduct_res *res)
 {
-    if (!sell(env, req, res))
+    if (!sell_grouped(env, req, res))
         return 0;
     /* Redis lost the stock: the reconciliation reads MySQL, with this
      * thread's own connection (the request path had none). */
@@ -572,6 +794,14 @@ static int stream_init(const struct guard *self, const struct guard_backends *b,
 {
     redis = b->redis;
     db_conf = b->db;
+    /* Warm start: the request path's scripts compiled in Redis before
+     * /healthz says ready. */
+    redis_shared_preload(redis, &group_script);
+    redis_shared_preload(redis, &sale_script);
+    redis_shared_preload(redis, &undo_script);
+    pthread_mutex_lock(&sales_group.mu);
+    sales_group.max = (int)conf.coalesce_max;
+    pthread_mutex_unlock(&sales_group.mu);
     if (sflush_start(&conf, db_conf, redis->endpoint, b->instance, err, errlen) != 0) {
         redis = NULL;
         return -1;
@@ -583,6 +813,16 @@ static void stream_fini(const struct guard *self)
 {
     sflush_stop();
     redis = NULL;
+}
+
+/* The flusher's counters, and how many sales the group calls carried. */
+static void stream_export_metrics(void)
+{
+    unsigned long long calls, members;
+    coal_counts(&sales_group, &calls, &members);
+    metrics_set("lab_stream_sale_calls_total", "", (double)calls);
+    metrics_set("lab_stream_sale_call_members_total", "", (double)members);
+    sflush_export_metrics();
 }
 
 /* replicas_ack (lock_fields.h's row; no lock is taken). */
@@ -604,7 +844,7 @@ const struct guard guard_redis_stream = {
     .init = stream_init,
     .fini = stream_fini,
     .uses_redis = 1,
-    .export_metrics = sflush_export_metrics,
+    .export_metrics = stream_export_metrics,
     .no_mysql_deduct = 1,
     .pending = stream_pending,
     .queued = stream_queued,

@@ -6,7 +6,10 @@
  * multi-lock, so no lock-ordering deadlock). MySQL stock and the ledger
  * follow every sale, so the audit stays exact. Segment writes and
  * give-backs go only into the epoch they read; when Redis lost the
- * segments, sales wait for a reconciliation (redis_reconcile.h). */
+ * segments, sales wait for a reconciliation (redis_reconcile.h).
+ * replicas_ack=N: the segment write must reach N replicas (WAIT) before
+ * MySQL is written; fewer undo it, so a failover to a lagging replica
+ * cannot take back an answered sale. */
 #include "guard.h"
 
 #include "base/metrics.h"
@@ -125,6 +128,77 @@ static int segment_count(const struct deduct_env *env, const struct rrec *rk, co
 
 enum seg_try { SEG_SOLD, SEG_SHORT, SEG_BUSY, SEG_FAILED };
 
+/* The request's replicas_ack (0 when the body has none). */
+static int acks_of(const struct deduct_req *req)
+{
+    return (int)lock_opts_of(req)->replicas_ack;
+}
+
+/* The WAIT of replicas_ack: REDIS_REPLICAS_ACK_MAX_MS, or what the
+ * request's deadline leaves. */
+static long ack_wait_ms(const struct deduct_req *req)
+{
+    long left = (long)(deduct_time_left(req) * 1000.0);
+    return left < REDIS_REPLICAS_ACK_MAX_MS ? (left > 1 ? left : 1) : REDIS_REPLICAS_ACK_MAX_MS;
+}
+
+/* KEYS[1] the count key, KEYS[2] the epoch, KEYS[3] the segment; ARGV[1]
+ * the epoch read, ARGV[2] the units to take. 1 taken, 0 the state is gone
+ * or another epoch. rrec_give_back's check, but run here because WAIT
+ * must follow it on the connection that ran it (WAIT counts the replicas
+ * that have that connection's writes). */
+static struct rconn_script take_script = RCONN_SCRIPT(
+    "if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end "
+    "if (redis.call('GET', KEYS[2]) or '') ~= ARGV[1] then return 0 end "
+    "redis.call('DECRBY', KEYS[3], ARGV[2]) "
+    "return 1");
+
+/* Take req->qty units from segment `key`, only in `epoch`, then (with
+ * replicas_ack) WAIT for the replicas. Returns 1 taken (*acked: replicas
+ * that acknowledged, -1 when WAIT failed; err says why), 0 the state was
+ * lost or replaced (nothing taken), -1 with err (Redis failed: nothing
+ * known to be taken). */
+static int take_units(const struct rrec *rk, const char *key, const char *epoch,
+                      const struct deduct_req *req, long long *acked, char *err, size_t errlen)
+{
+    char qty[24];
+    snprintf(qty, sizeof(qty), "%ld", req->qty);
+    const char *argv[5] = {rk->state, rk->epoch, key, epoch, qty};
+    redisReply *r = redis_shared_eval_acked(redis, &take_script, 3, 5, argv, acks_of(req),
+                                            ack_wait_ms(req), acked, err, errlen);
+    if (!r)
+        return -1;
+    int rc = -1;
+    if (r->type == REDIS_REPLY_INTEGER)
+        rc = r->integer == 1;
+    else
+        snprintf(err, errlen, "unexpected reply from the segment write");
+    freeReplyObject(r);
+    return rc;
+}
+
+/* replicas_ack not met: the segment write reached `acked` replicas (-1:
+ * WAIT failed, res->detail says why), fewer than asked. A failover to one
+ * of the others would lose it and sell its units again, so the units go
+ * back into the segment (same epoch) and nothing is written to MySQL:
+ * 503, nothing sold. If even the give-back fails, the units stay taken in
+ * Redis only (a unit stranded, never one sold twice); the audit's drift
+ * shows it until a reconciliation. */
+static void undo_take(const struct rrec *rk, const char *key, const char *epoch, int i,
+                      const struct deduct_req *req, long long acked, struct deduct_res *res)
+{
+    char why[128], err[128];
+    snprintf(why, sizeof(why), "%.100s", acked < 0 ? res->detail : "");
+    if (rrec_give_back(rk, key, epoch, req->qty, err, sizeof(err)) < 0)
+        fprintf(stderr, "segmented: replicas_ack not met; could not give %ld back to %s "
+                "segment %d: %s\n", req->qty, req->sku, i, err);
+    res->outcome = DEDUCT_UNAVAILABLE;
+    snprintf(res->detail, sizeof(res->detail),
+             "replicas_ack: the sale reached %lld of %d replica(s) within %ld ms; undone, "
+             "nothing sold%s%.60s", acked > 0 ? acked : 0, acks_of(req), ack_wait_ms(req),
+             why[0] ? ": " : "", why);
+}
+
 /* The count, epoch and units of segment `key` in one round trip: 1 with
  * *units and epoch, 0 the state is gone (Redis lost it), -1 with err. */
 static int read_segment(const struct rrec *rk, const char *key, long *units,
@@ -203,12 +277,18 @@ static enum seg_try try_segment(const struct guard *self, const struct deduct_en
      * adds to segment 0 without its lock (rrec_release), and an absolute
      * write would wipe that unit out of Redis while MySQL has it. The lock
      * still makes the check above hold: only releases add meanwhile. */
-    st = rrec_give_back(rk, key, epoch, -req->qty, res->detail, sizeof(res->detail));
+    long long acked = 0;
+    st = take_units(rk, key, epoch, req, &acked, res->detail, sizeof(res->detail));
     if (st <= 0) {
         if (st == 0)
             lost_while_held(req, i, res);
         else
             res->outcome = DEDUCT_UNAVAILABLE;
+        goto out;
+    }
+    /* Before MySQL: an answered sale is one its replicas have. */
+    if (acks_of(req) > 0 && acked < acks_of(req)) {
+        undo_take(rk, key, epoch, i, req, acked, res);
         goto out;
     }
     int rec = stock_record_relative(self->name, env, req, res);
@@ -377,9 +457,12 @@ static int segmented_side(const struct guard *self, const char *sku, struct guar
 }
 
 /* The segment locks are Redis locks: their lease and the seeds' mistakes
- * (no fencing: a segment write is not a stock_rmw). */
+ * (no fencing: a segment write is not a stock_rmw); replicas_ack for the
+ * segment write (lock_fields.h's row, 0..LOCK_OPTS_REPLICAS_ACK_MAX: any
+ * other value is a 400 naming the field). */
 static const struct guard_field segmented_fields[] = {LOCK_FIELD_TTL, LOCK_FIELD_WATCHDOG,
-                                                      LOCK_FIELD_ACQUIRE, LOCK_FIELD_RELEASE};
+                                                      LOCK_FIELD_ACQUIRE, LOCK_FIELD_RELEASE,
+                                                      LOCK_FIELD_REPLICAS_ACK};
 
 const struct guard guard_segmented = {
     .name = "segmented",

@@ -92,12 +92,14 @@ struct rlock_stats {
     atomic_ullong lost;             /* lock found not ours while held */
     atomic_ullong foreign_release;  /* plain-del deleted someone else's lock */
     atomic_ullong unavailable;      /* calls that ended in RLOCK_EUNAVAIL */
+    atomic_ullong handoffs;         /* releases handed to a waiter of this
+                                     * process without a Redis round trip */
 };
 
 /* Plain copy of the counters, same field names. */
 struct rlock_stats_snap {
     unsigned long long acquired, released, timeouts, waits, wait_us_total,
-        notifications, renewals, lost, foreign_release, unavailable;
+        notifications, renewals, lost, foreign_release, unavailable, handoffs;
 };
 
 struct rconn_endpoint;

@@ -62,7 +62,15 @@ int rlock_acquire(struct rlock *l, long wait_ms)
     if (l->depth == 0)
         l->fence = 0;
     l->enqueue = wait_ms > 0;   /* a single try never joins a fair queue */
-    rc = rlock_try_once(l, ctx, &pttl);
+    /* The default lock with waiters of this process already queued on a
+     * live subscription is busy: queue behind them rather than ask Redis
+     * (their lock's release reaches the queue, rlock_sub_join). */
+    struct rlock_sub *sub = l->opts.fair || wait_ms <= 0 ? NULL : rlock_sub_of(c);
+    pttl = -1;
+    if (sub && l->depth == 0 && rlock_sub_queued(sub, l->chan))
+        rc = 0;
+    else
+        rc = rlock_try_once(l, ctx, &pttl);
     if (rc == 0 && wait_ms > 0) {
         waited = 1;
         atomic_fetch_add(&st->waits, 1);
@@ -93,7 +101,18 @@ int rlock_acquire(struct rlock *l, long wait_ms)
                              l->key, acks, l->opts.replicas_ack, l->opts.ack_timeout_ms,
                              ackwhy[0] ? ": " : "", ackwhy);
     }
+    if (rc == 1 && l->handed) {
+        /* A holder of this process handed it over: its token, lease and
+         * watchdog registration are ours now (rlock_sub_handoff). */
+        l->handed = 0;
+        l->depth = 1;
+        atomic_fetch_add(&st->handoffs, 1);
+        atomic_fetch_add(&st->acquired, 1);
+        return RLOCK_OK;
+    }
     if (rc == 1) {
+        if (l->depth == 0)
+            l->granted_ms = l->try_ms;
         if (++l->depth == 1 && l->opts.watchdog) {
             l->wd_lost_counted = 0;
             l->wd_id = rlock_wd_register(c, l);

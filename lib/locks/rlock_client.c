@@ -195,5 +195,6 @@ void rlock_stats_read(const struct rlock_stats *s, struct rlock_stats_snap *o)
 #define RD(f) o->f = atomic_load_explicit(&s->f, memory_order_relaxed)
     RD(acquired); RD(released); RD(timeouts); RD(waits); RD(wait_us_total);
     RD(notifications); RD(renewals); RD(lost); RD(foreign_release); RD(unavailable);
+    RD(handoffs);
 #undef RD
 }

@@ -200,6 +200,34 @@ static int release_simple(struct rlock *l, redisContext *ctx)
     return RLOCK_OK;
 }
 
+/* Hand a default lock at its last level straight to a waiter of this
+ * process (rlock_sub_handoff) instead of releasing it through Redis: 1
+ * handed over. Only while the lease is surely alive: watched, not found
+ * lost, and granted or renewed less than half a lease ago (a paused or
+ * cut-off holder releases through Redis, which checks ownership). */
+static int try_handoff(struct rlock *l)
+{
+    struct rlock_client *c = l->client;
+    int64_t renewed = 0;
+
+    if (l->depth != 1 || l->opts.kind != RLOCK_REENTRANT || l->opts.fair ||
+        l->opts.fencing || l->opts.replicas_ack > 0 || !l->opts.watchdog || !l->wd_id ||
+        l->wd_lost_counted)
+        return 0;
+    struct rlock_sub *s = rlock_sub_of(c);
+    if (!s || renewer_check(c->wd, l->wd_id, &renewed))
+        return 0;
+    int64_t since = renewed > l->granted_ms ? renewed : l->granted_ms;
+    if (util_now_ms() - since >= l->opts.ttl_ms / 2)
+        return 0;
+    if (!rlock_sub_handoff(s, l))
+        return 0;
+    /* The old token is the new holder's now: this handle, acquiring
+     * again, must not pass for it (the acquire script would nest). */
+    util_make_token(l->token, sizeof l->token, c->instance);
+    return 1;
+}
+
 int rlock_release(struct rlock *l)
 {
     char why[128];
@@ -213,6 +241,10 @@ int rlock_release(struct rlock *l)
     if (l->depth <= 0)
         return rlock_set_err(l, RLOCK_EINVAL, "lock %s is not held", l->key);
     rlock_clear_err(l);
+    if (try_handoff(l)) {
+        atomic_fetch_add(&l->client->stats->released, 1);
+        return RLOCK_OK;
+    }
     ctx = rconn_get(l->client->pool, why, sizeof why);
     if (!ctx) {
         drop_hold(l);

@@ -4,7 +4,15 @@
  * release, and all of them retried at once: the thundering herd. One
  * listener thread per client owns the subscribing connection; waiters
  * only touch the channel's entry under the mutex. Within a process the
- * waiter that has waited longest is woken first. */
+ * waiter that has waited longest is woken first.
+ *
+ * A holder whose process has a waiter blocked on the same lock hands the
+ * lock straight to it (rlock_sub_handoff): no release script, no message,
+ * no retry; the hand-over is one signal under this mutex. The key in
+ * Redis is untouched, so the lock stays excluded across processes, its
+ * lease and watchdog go on, and a process that dies mid-chain leaves a
+ * lease that expires as before. A run of hand-overs is bounded so the
+ * other processes get the lock too. */
 #include "rlock_private.h"
 
 #include <errno.h>
@@ -24,6 +32,7 @@
 struct sub_waiter {
     int64_t since_us;
     int woken;
+    struct rlock *self;   /* its handle, for a hand-over (NULL: none) */
     pthread_cond_t cv;
     struct sub_waiter *next;
 };
@@ -36,6 +45,7 @@ struct rlock_sub_entry {
     int subscribed;    /* Redis confirmed the subscription */
     int want;          /* 1: be subscribed, 0: be unsubscribed */
     int sent;          /* a (un)subscribe is on its way */
+    int run;           /* hand-overs in a row within this process */
     pthread_cond_t cv;
     struct rlock_sub_entry *next;
 };
@@ -253,10 +263,29 @@ void rlock_sub_free(struct rlock_sub *s)
     free(s);
 }
 
-struct rlock_sub_entry *rlock_sub_join(struct rlock_sub *s, const char *chan)
+struct rlock_sub *rlock_sub_of(struct rlock_client *c)
+{
+    pthread_mutex_lock(&c->sub_mu);
+    struct rlock_sub *s = c->sub;
+    pthread_mutex_unlock(&c->sub_mu);
+    return s;
+}
+
+int rlock_sub_queued(struct rlock_sub *s, const char *chan)
 {
     pthread_mutex_lock(&s->mu);
     struct rlock_sub_entry *e = sub_find(s, chan);
+    int queued = e && e->refs > 0 && e->subscribed && e->want;
+    pthread_mutex_unlock(&s->mu);
+    return queued;
+}
+
+struct rlock_sub_entry *rlock_sub_join(struct rlock_sub *s, const char *chan, int *queued)
+{
+    pthread_mutex_lock(&s->mu);
+    struct rlock_sub_entry *e = sub_find(s, chan);
+    if (queued)
+        *queued = e && e->refs > 0 && e->subscribed && e->want;
     if (!e && s->nentries < SUB_MAX_CHANNELS && strlen(chan) < sizeof e->chan) {
         e = calloc(1, sizeof *e);
         if (e) {
@@ -307,7 +336,8 @@ int rlock_sub_ready(struct rlock_sub *s, struct rlock_sub_entry *e, long ms)
     return ok;
 }
 
-int rlock_sub_wait(struct rlock_sub *s, struct rlock_sub_entry *e, long ms, int64_t since_us)
+int rlock_sub_wait(struct rlock_sub *s, struct rlock_sub_entry *e, long ms, int64_t since_us,
+                   struct rlock *self)
 {
     int64_t until = util_now_us() + (int64_t)ms * 1000;
     pthread_mutex_lock(&s->mu);
@@ -316,7 +346,7 @@ int rlock_sub_wait(struct rlock_sub *s, struct rlock_sub_entry *e, long ms, int6
         pthread_mutex_unlock(&s->mu);
         return 1;
     }
-    struct sub_waiter w = {.since_us = since_us};
+    struct sub_waiter w = {.since_us = since_us, .self = self};
     pthread_cond_init(&w.cv, NULL);
     struct sub_waiter **pp = &e->blocked;
     while (*pp && (*pp)->since_us <= since_us)
@@ -331,9 +361,52 @@ int rlock_sub_wait(struct rlock_sub *s, struct rlock_sub_entry *e, long ms, int6
                 *pp = w.next;
                 break;
             }
+    /* Read under mu: a hand-over wrote self->handed before it woke us. */
+    int got = w.woken ? (self && self->handed ? 2 : 1) : 0;
     pthread_mutex_unlock(&s->mu);
     pthread_cond_destroy(&w.cv);
-    return w.woken;
+    return got;
+}
+
+/* Whether a waiter's handle can take over from's hold as it is: the same
+ * lease and renewal, and nothing its own acquire would have added (a
+ * fencing token, a fair queue, replica acknowledgements). */
+static int handoff_fits(const struct rlock *from, const struct rlock *to)
+{
+    return to && to->depth == 0 && !to->handed && to->opts.kind == RLOCK_REENTRANT &&
+           to->opts.watchdog && !to->opts.fencing && !to->opts.fair &&
+           to->opts.replicas_ack == 0 && to->opts.ttl_ms == from->opts.ttl_ms &&
+           strcmp(to->key, from->key) == 0;
+}
+
+int rlock_sub_handoff(struct rlock_sub *s, struct rlock *from)
+{
+    int done = 0;
+    pthread_mutex_lock(&s->mu);
+    struct rlock_sub_entry *e = sub_find(s, from->chan);
+    struct sub_waiter *w = e ? e->blocked : NULL;
+    if (e && w && e->run < RLOCK_HANDOFF_RUN && handoff_fits(from, w->self)) {
+        struct rlock *to = w->self;
+        /* The waiter becomes the owner Redis already knows: same token,
+         * same watchdog registration, the lease's first grant time. */
+        memcpy(to->token, from->token, sizeof to->token);
+        to->wd_id = from->wd_id;
+        to->wd_lost_counted = 0;
+        to->granted_ms = from->granted_ms;
+        to->fence = 0;
+        to->handed = 1;
+        from->wd_id = 0;
+        from->depth = 0;
+        e->blocked = w->next;
+        w->woken = 1;
+        pthread_cond_signal(&w->cv);
+        e->run++;
+        done = 1;
+    } else if (e) {
+        e->run = 0;   /* this release goes through Redis */
+    }
+    pthread_mutex_unlock(&s->mu);
+    return done;
 }
 
 void rlock_sub_leave(struct rlock_sub *s, struct rlock_sub_entry *e)

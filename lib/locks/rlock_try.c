@@ -73,6 +73,7 @@ int rlock_try_once(struct rlock *l, redisContext *ctx, long *pttl)
     int rc;
 
     *pttl = -1;
+    l->try_ms = util_now_ms();   /* a grant's lease starts no earlier */
     snprintf(ttl, sizeof ttl, "%ld", l->opts.ttl_ms);
     if (l->opts.fair)
         return rlock_fair_try(l, ctx, pttl);

@@ -131,7 +131,7 @@ static struct rlock_sub *shared_subs(struct rlock_client *c)
 #define WAIT_SLICE_SHARED_MAX 500   /* ms */
 
 static int wait_shared(struct rlock *l, redisContext *ctx, int64_t deadline_us, long pttl,
-                       struct rlock_sub *s, struct rlock_sub_entry *e)
+                       struct rlock_sub *s, struct rlock_sub_entry *e, int queued)
 {
     int rc;
     int64_t since = util_now_us();
@@ -139,8 +139,12 @@ static int wait_shared(struct rlock *l, redisContext *ctx, int64_t deadline_us, 
     /* Subscribed first, then retried: no release can slip between. When
      * the confirmation is slow, short slices cover the gap. */
     int ready = remaining > 0 && rlock_sub_ready(s, e, remaining < WAIT_SLICE_MAX ? remaining : WAIT_SLICE_MAX);
+    /* Joined behind waiters of our own on a live subscription: the lock
+     * is busy and its release reaches us (rlock_sub_join); wait first. */
+    int skip = queued && ready;
     for (;;) {
-        rc = rlock_try_once(l, ctx, &pttl);
+        rc = skip ? 0 : rlock_try_once(l, ctx, &pttl);
+        skip = 0;
         if (rc != 0)
             break;
         remaining = (long)((deadline_us - util_now_us()) / 1000);
@@ -153,7 +157,12 @@ static int wait_shared(struct rlock *l, redisContext *ctx, int64_t deadline_us, 
         long slice = base * 3 / 4 + (long)(util_rand() % (uint64_t)(base / 2 + 1));
         if (slice < 1)
             slice = 1;
-        if (rlock_sub_wait(s, e, slice < remaining ? slice : remaining, since))
+        int w = rlock_sub_wait(s, e, slice < remaining ? slice : remaining, since, l);
+        if (w == 2) {   /* handed over by a holder of this process: ours */
+            rc = 1;
+            break;
+        }
+        if (w == 1)
             atomic_fetch_add(&l->client->stats->notifications, 1);
         if (!ready)
             ready = rlock_sub_ready(s, e, 0);
@@ -166,9 +175,10 @@ int rlock_wait_acquire(struct rlock *l, redisContext *ctx, int64_t deadline_us, 
 {
     if (!l->opts.fair) {
         struct rlock_sub *s = shared_subs(l->client);
-        struct rlock_sub_entry *e = s ? rlock_sub_join(s, l->chan) : NULL;
+        int queued = 0;
+        struct rlock_sub_entry *e = s ? rlock_sub_join(s, l->chan, &queued) : NULL;
         if (e)
-            return wait_shared(l, ctx, deadline_us, pttl, s, e);
+            return wait_shared(l, ctx, deadline_us, pttl, s, e, queued);
     }
     /* Fair (a channel per waiter) or no shared subscription: our own. */
     redisContext *sub = sub_open(l);

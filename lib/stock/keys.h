@@ -36,7 +36,8 @@ static inline void keys_stock_reconcile(char out[KEYS_MAX], const char *sku)
 /* redis-decr: sales decided in Redis and not yet known to be in MySQL (the
  * intents): a sorted set nonce -> write deadline (Redis ms) and a hash
  * nonce -> "order_id\nepoch\nqty". One left past its deadline belongs to
- * an instance that died mid-sale; the next sale settles it. */
+ * an instance that died mid-sale; the next sale (or an audit of the SKU)
+ * settles it. */
 static inline void keys_stock_intents(char out[KEYS_MAX], const char *sku)
 {
     snprintf(out, KEYS_MAX, "stock:{%s}:intents", sku);
@@ -45,6 +46,14 @@ static inline void keys_stock_intents(char out[KEYS_MAX], const char *sku)
 static inline void keys_stock_intent(char out[KEYS_MAX], const char *sku)
 {
     snprintf(out, KEYS_MAX, "stock:{%s}:intent", sku);
+}
+
+/* redis-decr: the MySQL row's `seeds` (reseed count) the Redis stock was
+ * written from, set with it by every seed and reload: a sale decided on
+ * that stock may only land in MySQL while the row still has it. */
+static inline void keys_stock_seeds(char out[KEYS_MAX], const char *sku)
+{
+    snprintf(out, KEYS_MAX, "stock:{%s}:seeds", sku);
 }
 
 static inline void keys_seg_epoch(char out[KEYS_MAX], const char *sku)

@@ -90,6 +90,13 @@ long long store_take_if_enough(struct db_conn *db, const char *sku, long long qt
                       "WHERE sku=? AND stock>=?", "lsl", "", qty, sku, qty);
 }
 
+long long store_take_if_enough_seeded(struct db_conn *db, const char *sku, long long qty,
+                                      long long seeds)
+{
+    return db_run(db, "UPDATE inventory SET stock=stock-?, version=version+1 "
+                      "WHERE sku=? AND stock>=? AND seeds=?", "lsll", "", qty, sku, qty, seeds);
+}
+
 long long store_take_locked(struct db_conn *db, const char *sku, long long qty)
 {
     return db_run(db, "UPDATE inventory SET stock=stock-?, version=version+1 "

@@ -48,6 +48,10 @@ long long store_set_stock_if_version(struct db_conn *db, const char *sku,
                                      long long stock, long long version);
 /* stock -= qty only when stock >= qty: 1 taken, 0 not enough (or no SKU). */
 long long store_take_if_enough(struct db_conn *db, const char *sku, long long qty);
+/* store_take_if_enough only while the row's `seeds` is still `seeds`: 1
+ * taken, 0 not enough, reseeded since, or no SKU. */
+long long store_take_if_enough_seeded(struct db_conn *db, const char *sku, long long qty,
+                                      long long seeds);
 /* store_take_if_enough for a row this transaction holds locked (FOR
  * UPDATE): 0 rows then means the transaction itself is gone (a Galera
  * brute-force abort), never "not enough", and nothing was written. */

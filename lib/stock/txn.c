@@ -269,13 +269,22 @@ int stock_rmw_checked(const char *guard_name, const struct deduct_env *env,
 int stock_record_relative(const char *guard_name, const struct deduct_env *env,
                           const struct deduct_req *req, struct deduct_res *res)
 {
-    long long n, stock = 0, version;
+    return stock_record_relative_seeded(guard_name, env, req, -1, res);
+}
+
+int stock_record_relative_seeded(const char *guard_name, const struct deduct_env *env,
+                                 const struct deduct_req *req, long long seeds,
+                                 struct deduct_res *res)
+{
+    long long n, stock = 0, version, now_seeds = seeds;
     if (stock_past_deadline(req, res))
         return STOCK_NOT_COMMITTED;
     if ((n = db_begin(env->db)) < 0 ||
-        (n = store_take_if_enough(env->db, req->sku, req->qty)) < 0)
+        (n = seeds < 0 ? store_take_if_enough(env->db, req->sku, req->qty)
+                       : store_take_if_enough_seeded(env->db, req->sku, req->qty, seeds)) < 0)
         goto fail;
-    int found = store_read(env->db, req->sku, 0, &stock, &version);
+    int found = seeds < 0 ? store_read(env->db, req->sku, 0, &stock, &version)
+                          : store_read_seeded(env->db, req->sku, &stock, &version, &now_seeds);
     if (found <= 0) {
         if (found == 0) {
             db_rollback(env->db);
@@ -284,6 +293,17 @@ int stock_record_relative(const char *guard_name, const struct deduct_env *env,
         }
         n = found;
         goto fail;
+    }
+    if (n == 0 && now_seeds != seeds) {
+        /* Decided on the stock of an older seed: writing it would take a
+         * unit of the new seed that its side state never counted. */
+        db_rollback(env->db);
+        metrics_add("lab_reseeded_during_sale_total", "", 1);
+        res->outcome = DEDUCT_UNAVAILABLE;
+        snprintf(res->detail, sizeof(res->detail),
+                 "SKU %.64s was reseeded after this sale was decided; nothing was sold: "
+                 "repeat it", req->sku);
+        return STOCK_RESEEDED;
     }
     if (n == 0) {
         /* Redis sold a unit MySQL does not have: the two disagree. Refuse

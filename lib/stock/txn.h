@@ -46,6 +46,17 @@ int stock_rmw_checked(const char *guard_name, const struct deduct_env *env,
 int stock_record_relative(const char *guard_name, const struct deduct_env *env,
                           const struct deduct_req *req, struct deduct_res *res);
 
+/* stock_record_relative for a sale decided on side state written from the
+ * row's reseed generation `seeds` (>= 0; negative: unchecked, as
+ * stock_record_relative): when the SKU was reseeded since (on any
+ * instance), nothing is written, res is DEDUCT_UNAVAILABLE ("reseeded",
+ * counted in lab_reseeded_during_sale_total) and it returns
+ * STOCK_RESEEDED: the side state the sale was decided on is the old
+ * seed's. Other returns as stock_record_relative. */
+int stock_record_relative_seeded(const char *guard_name, const struct deduct_env *env,
+                                 const struct deduct_req *req, long long seeds,
+                                 struct deduct_res *res);
+
 /* The first sale of a ledger row, as a DUPLICATE result — or, when `req`
  * asks for another SKU or quantity under the same order id, an
  * ORDER_CONFLICT (an order id names one sale, never two). */
@@ -61,6 +72,9 @@ enum stock_commit {
                                 * than the side state sold: nothing written; the
                                 * side state is wrong and must be reconciled,
                                 * not given the units back */
+    STOCK_RESEEDED = -4,       /* (stock_record_relative_seeded) the SKU was
+                                * reseeded after the side state the sale was
+                                * decided on: nothing written */
 };
 
 /* COMMIT the open transaction that wrote req's ledger row. A COMMIT whose

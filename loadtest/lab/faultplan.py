@@ -59,7 +59,12 @@ def expect(fault, guard, fields):
         if guard == "redis-stream":
             return "held", ("the reseed waits for the SKU's unflushed sales and clears the ledger "
                             "with them; sales after it start the new seed; drift 0")
-        if guard in ("redis-decr", "segmented"):
+        if guard == "redis-decr":
+            return "held", ("the reseed writes a new epoch and the row's reseed count (seeds) with "
+                            "the new Redis stock; a sale decided on the old stock writes MySQL only "
+                            "while the row has the seeds it was decided under: refused (503 "
+                            "reseeded, nothing sold), its units not given to the new state; drift 0")
+        if guard == "segmented":
             return "held", ("the reseed writes a new epoch; a sale decided in the old epoch gives its "
                             "units back only into that epoch, and MySQL's relative write keeps the "
                             "floor; drift 0 once settled")
@@ -93,6 +98,12 @@ def expect(fault, guard, fields):
                         "no fencing: with every segment busy a buyer would take the expired one and "
                         "the resumed holder would overwrite its write")
     if fault == "failover" and guard in ("redis-decr", "redis-stream", "segmented"):
+        if fields.get("replicas_ack") and guard == "segmented":
+            return "held", ("replicas_ack=1: each segment write waits (WAIT 1) for the replica before "
+                            "MySQL is written; the stalled replica acknowledges none, so those units go "
+                            "back into their segment and the sale answers 503, MySQL untouched. Every "
+                            "segment write MySQL has is on the promoted replica: no answered sale "
+                            "lost, no unit sold twice; drift 0")
         if fields.get("replicas_ack"):
             return "held", ("replicas_ack=1: a sale the stalled replica did not acknowledge is undone "
                             "and answered 503, so the promoted replica misses no answered sale; drift 0")
@@ -100,9 +111,10 @@ def expect(fault, guard, fields):
             return "broke", ("the replica is asynchronous: the segment writes made while it lagged never "
                              "reached it, and segmented does not detect a promoted replica (only "
                              "redis-decr and redis-stream keep lab:replid): the promoted replica's "
-                             "segments hold more than MySQL (drift > 0) until a floor refusal reconciles. "
-                             "segmented has no replicas_ack yet: run it on Redis without a replica, or "
-                             "use redis-decr")
+                             "segments hold more than MySQL (drift > 0), units it will sell again, until "
+                             "a floor refusal reconciles. replicas_ack=1 makes it hold (a segment write "
+                             "no replica acknowledged is given back, 503); or run it on Redis without a "
+                             "replica")
         if guard == "redis-decr":
             return "held", ("the replica is asynchronous and lost the decrements made while it lagged, "
                             "but redis-decr writes MySQL on the request path and its scripts see the "
@@ -149,7 +161,8 @@ def expect(fault, guard, fields):
             return "held", "nobody keeps the lease alive: etcd expires it and deletes the lock key after lock_ttl_ms"
         if guard == "redis-decr":
             return "held", ("killed between its Redis decision and its MySQL write: the intent passes its "
-                            "deadline and the next sale gives the units back; drift 0")
+                            "deadline and the next sale of the SKU, or its audit, settles it (the "
+                            "ledger tells whether the sale landed; if not, its units go back); drift 0")
         if guard == "redis-stream":
             return "held", "the killed instance's unflushed stream entries are claimed by the other's flusher"
         if guard in NO_GUARD:

@@ -264,8 +264,8 @@ static void test_repeat_in_batch_does_not_starve_the_next(void **state)
     aim(&s[2], 0, "B-rep", "b-rep-new", 1, 0);
     s[2].delay_ms = 300;
     wave(s, 3);
-    print_message("holder %ld; repeat %ld%s; new %ld %s\n", s[0].status, s[1].status,
-                  s[1].duplicate ? " (duplicate)" : "", s[2].status, s[2].error);
+    print_message("holder %ld %s; repeat %ld%s; new %ld %s\n", s[0].status, s[0].error,
+                  s[1].status, s[1].duplicate ? " (duplicate)" : "", s[2].status, s[2].error);
     assert_int_equal(s[0].status, 200);
     assert_int_equal(s[1].status, 200);
     assert_true(s[1].duplicate);
@@ -407,6 +407,62 @@ static void test_deadline_while_queued(void **state)
     assert_exact("B-late", 2);
 }
 
+/* MariaDB drops the service's idle connections (a restart, wait_timeout,
+ * a KILL) while MySQL itself stays up: the next batched sales must still
+ * sell, on fresh connections. The first statement of a batched-update
+ * request is the session's lock wait (it skips the ledger read other
+ * guards start with), so every worker is first made to run one with
+ * lock_wait_ms 1000, then the requests after the drop ask for 3000: each
+ * worker's first statement on its dead connection is that SET. (This is
+ * how test_repeat_in_batch_does_not_starve_the_next's holder once got a
+ * 503 right after test_api restarted MariaDB.) */
+static void test_dropped_idle_connections_still_sell(void **state)
+{
+    char user[64];
+    assert_int_equal(it_stack_env("APP_DB_USER", user, sizeof(user)), 0);
+    assert_int_equal(it_seed("B-drop", 1000), 200);
+    struct shot s[48];
+    for (int i = 0; i < 48; i++) {
+        char id[32];
+        snprintf(id, sizeof(id), "b-drop-a%d", i);
+        aim(&s[i], 0, "B-drop", id, 1, 50);
+        snprintf(s[i].body, sizeof(s[i].body),
+                 "{\"sku\":\"B-drop\",\"guard\":\"batched-update\",\"order_id\":\"%s\","
+                 "\"lock_wait_ms\":1000,\"hold_ms\":50}", id);
+    }
+    wave(s, 48);               /* every worker busy at once: each runs one */
+    for (int i = 0; i < 48; i++)
+        assert_int_equal(s[i].status, 200);
+    /* Drop every service connection at once (one client run), well within
+     * the 2 s after which a worker would ping an idle connection first. */
+    char q[768];
+    snprintf(q, sizeof(q), "SELECT COUNT(*) FROM information_schema.processlist WHERE user='%s'",
+             user);
+    long long killed = it_sql_value(q);
+    snprintf(q, sizeof(q),
+             "mariadb --no-defaults -h127.0.0.1 -P%ld -uroot -N -B -e \"SELECT CONCAT('KILL "
+             "CONNECTION ', id, ';') FROM information_schema.processlist WHERE user='%s'\" "
+             "| mariadb --no-defaults -h127.0.0.1 -P%ld -uroot --force >/dev/null 2>&1",
+             it.mysql_port, user, it.mysql_port);
+    assert_int_equal(system(q), 0);
+    assert_true(killed > 0);
+    int ok = 0;
+    for (int i = 0; i < 32; i++) {
+        char oid[32];
+        snprintf(oid, sizeof(oid), "b-drop-b%d", i);
+        aim(&s[i], 0, "B-drop", oid, 1, 50);
+    }
+    wave(s, 32);
+    for (int i = 0; i < 32; i++) {
+        ok += s[i].status == 200;
+        if (s[i].status != 200)
+            print_message("b-drop-b%d: %ld %s\n", i, s[i].status, s[i].error);
+    }
+    print_message("%lld service connections dropped; then %d of 32 sold\n", killed, ok);
+    assert_int_equal(ok, 32);
+    assert_exact("B-drop", 48 + 32);
+}
+
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_repeat_in_batch_does_not_starve_the_next),
     cmocka_unit_test(test_exact_on_two_instances),
@@ -414,6 +470,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_duplicate_order_id_in_one_batch),
     cmocka_unit_test(test_deadline_while_queued),
     cmocka_unit_test(test_lost_commit_resolved_for_every_member),
+    cmocka_unit_test(test_dropped_idle_connections_still_sell),
     cmocka_unit_test_teardown(test_mysql_lost_mid_batch, restart_mysql),
 };
 

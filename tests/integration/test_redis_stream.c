@@ -423,6 +423,32 @@ static double metric(const char *base_url, const char *name)
     return v;
 }
 
+/* Concurrent sales of one SKU in one instance share script calls (a
+ * group per round trip), each keeping its own answer: stock 150, 1200
+ * deductions from 24 clients over both instances: exactly 150 sold, every
+ * one in MySQL once, and the instances made fewer sale calls than sales. */
+static void test_concurrent_sales_share_calls(void **state)
+{
+    double c0 = metric(it.inventory[0], "lab_stream_sale_calls_total") +
+                metric(it.inventory[1], "lab_stream_sale_calls_total");
+    double m0 = metric(it.inventory[0], "lab_stream_sale_call_members_total") +
+                metric(it.inventory[1], "lab_stream_sale_call_members_total");
+    seed("Rs-group", 150);
+    struct it_load l;
+    hammer("Rs-group", "rs-group", 1200, 24, &l);
+    assert_int_equal(l.by_status[200], 150);
+    assert_int_equal(l.by_status[409], 1050);
+    double calls = metric(it.inventory[0], "lab_stream_sale_calls_total") +
+                   metric(it.inventory[1], "lab_stream_sale_calls_total") - c0;
+    double members = metric(it.inventory[0], "lab_stream_sale_call_members_total") +
+                     metric(it.inventory[1], "lab_stream_sale_call_members_total") - m0;
+    print_message("1200 sales in %.0f script calls (%.0f members)\n", calls, members);
+    assert_true(members >= 1200);
+    assert_true(calls > 0 && calls < members);
+    drain("Rs-group");
+    assert_exact("Rs-group", 150, 150);
+}
+
 /* A flusher whose COMMIT replies get lost (applied, answer dropped: every
  * 2nd COMMIT of the process) writes the batch again: the replay inserts no
  * ledger row and takes no stock, so nothing is counted twice. */
@@ -468,6 +494,7 @@ int main(void)
         cmocka_unit_test(test_release_after_flush),
         cmocka_unit_test(test_killed_instance_sales_claimed),
         cmocka_unit_test(test_lost_commit_replay_counts_once),
+        cmocka_unit_test(test_concurrent_sales_share_calls),
         cmocka_unit_test(test_mariadb_stopped_during_load),
         cmocka_unit_test(test_mariadb_down_then_redis_crash),
     };

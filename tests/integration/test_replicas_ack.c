@@ -6,7 +6,9 @@
  *     sold, and the lock is free again at once;
  *   - a live replica: sells;
  *   - the replica stalled (SIGSTOP of the process this test started): 503
- *     and nothing sold; resumed: sells again. */
+ *     and nothing sold; resumed: sells again.
+ * The same for the Redis-stock guards (redis-stream, redis-decr,
+ * segmented): WAIT after the sale, undone when too few replicas have it. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -257,19 +259,40 @@ static const char *stock_key(const char *guard, const char *sku)
     return k;
 }
 
+/* The Redis stock of a Redis-stock guard on 127.0.0.1:port: its stock key,
+ * or for segmented the sum of its segments; -1 when absent, -2 unreachable. */
+static long long redis_stock_at(long port, const char *guard, const char *sku)
+{
+    if (strcmp(guard, "segmented") != 0)
+        return redis_num_at(port, "GET %s", stock_key(guard, sku));
+    char key[128];
+    snprintf(key, sizeof(key), "seg:{%s}:k", sku);
+    long long k = redis_num_at(port, "GET %s", key), sum = 0;
+    if (k < 0)
+        return k;
+    for (long long i = 0; i < k; i++) {
+        snprintf(key, sizeof(key), "seg:{%s}:%lld", sku, i);
+        long long v = redis_num_at(port, "GET %s", key);
+        if (v == -2)
+            return -2;
+        sum += v > 0 ? v : 0;
+    }
+    return sum;
+}
+
 /* A sale refused for replicas_ack: 503, and nothing sold anywhere (Redis
  * stock as before, no ledger row once the stream has drained). */
 static void expect_refused_stock(const char *guard, const char *sku, const char *order,
                                  const char *why)
 {
     char answer[320];
-    long long before = redis_num_at(it.redis_port, "GET %s", stock_key(guard, sku));
+    long long before = redis_stock_at(it.redis_port, guard, sku);
     long st = sell_guard(it.inventory[0], sku, guard, order, ",\"replicas_ack\":1", answer,
                          sizeof(answer));
     print_message("%s %s: %ld %s\n", guard, why, st, answer);
     assert_int_equal(st, 503);
     assert_non_null(strstr(answer, "replicas_ack"));
-    assert_int_equal(redis_num_at(it.redis_port, "GET %s", stock_key(guard, sku)), before);
+    assert_int_equal(redis_stock_at(it.redis_port, guard, sku), before);
     sleep_ms(500);   /* a flusher would have written it by now */
     char q[256];
     snprintf(q, sizeof(q), "SELECT COUNT(*) FROM db_shopping.ledger WHERE order_id='%s'", order);
@@ -288,6 +311,9 @@ static void stock_guards_ack(const char *guard, const char *sku)
                          sizeof(answer));
     print_message("%s live replica, replicas_ack 1: %ld %s\n", guard, st, answer);
     assert_int_equal(st, 200);
+    /* Answered only once the replica had it: its copy already agrees. */
+    assert_int_equal(redis_stock_at(replica_port, guard, sku),
+                     redis_stock_at(it.redis_port, guard, sku));
     assert_int_equal(kill(replica_pid, SIGSTOP), 0);
     snprintf(order, sizeof(order), "%s-stalled", sku);
     expect_refused_stock(guard, sku, order, "stalled replica, replicas_ack 1");
@@ -304,6 +330,40 @@ static void test_redis_decr_replicas_ack(void **state)
 {
     skip_if_replicated();
     stock_guards_ack("redis-decr", "RA-decr");
+}
+
+/* segmented (issue 18 item 1): a value out of range or of the wrong type
+ * is a 400 with nothing sold; then the same checks as the guards above: no
+ * replica 503, a live one sells (and has the segment write when the answer
+ * comes), a stalled one 503 with the segment given back. */
+static void test_segmented_replicas_ack(void **state)
+{
+    const char *sku = "RA-seg";
+    static const struct {
+        const char *extra, *label;
+    } bad[] = {
+        {",\"replicas_ack\":3", "above the maximum (2)"},
+        {",\"replicas_ack\":-1", "negative"},
+        {",\"replicas_ack\":\"one\"", "a string"},
+    };
+    char answer[320], order[64];
+    skip_if_replicated();
+    assert_int_equal(it_seed(sku, 10), 200);
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        snprintf(order, sizeof(order), "RA-seg-bad%zu", i);
+        long st = sell_guard(it.inventory[0], sku, "segmented", order, bad[i].extra, answer,
+                             sizeof(answer));
+        print_message("segmented replicas_ack %s: %ld %s\n", bad[i].label, st, answer);
+        assert_int_equal(st, 400);
+        assert_non_null(strstr(answer, "bad_request"));
+        assert_non_null(strstr(answer, "replicas_ack"));
+    }
+    assert_int_equal(redis_stock_at(it.redis_port, "segmented", sku), 10);
+    stock_guards_ack("segmented", sku);
+    struct it_audit a;
+    assert_int_equal(it_audit(sku, &a), 0);
+    assert_int_equal(a.sold, 1);
+    assert_true(a.consistent);
 }
 
 /* One command on 127.0.0.1:port, reply ignored; 0 when it answered. */
@@ -418,6 +478,7 @@ int main(void)
         cmocka_unit_test(test_live_replica_sells_stalled_refuses),
         cmocka_unit_test(test_redis_stream_replicas_ack),
         cmocka_unit_test(test_redis_decr_replicas_ack),
+        cmocka_unit_test(test_segmented_replicas_ack),
         cmocka_unit_test(test_promoted_lagging_replica_no_oversell),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);

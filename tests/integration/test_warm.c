@@ -8,7 +8,10 @@
 
 #include "itest.h"
 
+#include <hiredis/hiredis.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 static int group_setup(void **state) { return it_setup(); }
 
@@ -35,10 +38,58 @@ static void test_ready_means_every_worker_connected(void **state)
     assert_true(after - before >= threads + 1);
 }
 
+/* A Redis command on the stack's Redis: its reply (caller frees), NULL
+ * when unreachable. */
+static redisReply *redis_do(const char *cmd)
+{
+    struct timeval tv = {2, 0};
+    redisContext *c = redisConnectWithTimeout("127.0.0.1", (int)it.redis_port, tv);
+    if (!c || c->err) {
+        redisFree(c);
+        return NULL;
+    }
+    redisSetTimeout(c, tv);
+    redisReply *r = redisCommand(c, cmd);
+    redisFree(c);
+    return r;
+}
+
+/* Lua scripts cached in Redis (INFO memory), -1 when unreadable. */
+static long long cached_scripts(void)
+{
+    redisReply *r = redis_do("INFO memory");
+    const char *p = NULL;
+    long long n = -1;
+    if (r && (r->type == REDIS_REPLY_STRING) &&
+        (p = strstr(r->str, "number_of_cached_scripts:")))
+        n = atoll(p + strlen("number_of_cached_scripts:"));
+    freeReplyObject(r);
+    return n;
+}
+
+/* The scripts of the sale path are compiled in Redis before the instance
+ * says ready: the first sales find them cached (no load, no compile).
+ * Scripts flushed from Redis, then an instance started: once /healthz
+ * answers 200, Redis holds them again. */
+static void test_ready_means_scripts_loaded(void **state)
+{
+    freeReplyObject(redis_do("SCRIPT FLUSH"));
+    assert_int_equal(cached_scripts(), 0);
+    long port = it_port_base() + 24;
+    const char *args[] = {"--threads", "2", NULL};
+    int pid = it_start_inventory("inventory-warm2", port, NULL, args);   /* waits for 200 */
+    assert_true(pid > 0);
+    long long n = cached_scripts();
+    it_stop_pid(pid);
+    print_message("warm: %lld script(s) cached in Redis at ready\n", n);
+    assert_true(n >= 3);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ready_means_every_worker_connected),
+        cmocka_unit_test(test_ready_means_scripts_loaded),
     };
     return cmocka_run_group_tests(tests, group_setup, NULL);
 }

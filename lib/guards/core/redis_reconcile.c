@@ -249,8 +249,14 @@ int rrec_recover(const struct rrec *k, const struct deduct_env *env, const char 
         return 0;
     }
     /* Due: every sale decided before the loss has reached MySQL (or given
-     * up), so a read from now on counts each unit once. */
-    found = store_info(env->db, sku, &stock, &version, &initial, &nseg);
+     * up), so a read from now on counts each unit once. The reseed count
+     * is read first, never newer than the stock: a reseed between the two
+     * reads wrote Redis itself (the load then finds the state there and
+     * writes nothing). */
+    long long seeds = 0, ignored_stock, ignored_version;
+    found = store_read_seeded(env->db, sku, &ignored_stock, &ignored_version, &seeds);
+    if (found > 0)
+        found = store_info(env->db, sku, &stock, &version, &initial, &nseg);
     if (found <= 0) {
         if (found < 0)
             stock_db_failure(env->db, found, res);
@@ -260,6 +266,7 @@ int rrec_recover(const struct rrec *k, const struct deduct_env *env, const char 
     }
     struct rrec_state s;
     memset(&s, 0, sizeof(s));
+    s.seeds = seeds;
     if (fill(sku, stock, nseg, &s, res) != 0)
         return 0;
     int rc = load(k, marker, &s, res->detail, sizeof(res->detail));

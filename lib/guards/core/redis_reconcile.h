@@ -76,6 +76,8 @@ struct rrec_state {
     char keys[1 + SEG_MAX][KEYS_MAX];
     char vals[1 + SEG_MAX][24];
     char del[2 * SEG_MAX][KEYS_MAX];
+    long long seeds;           /* the MySQL row's `seeds` the stock was read
+                                * under (set before fill; a guard may keep it) */
 };
 
 /* Write a fresh state with a new seed epoch and no marker, atomically.

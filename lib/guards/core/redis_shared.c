@@ -131,10 +131,54 @@ redisReply *redis_shared_eval_acked(struct redis_shared *rs, struct rconn_script
     return NULL;
 }
 
+int redis_shared_preload(struct redis_shared *rs, struct rconn_script *s)
+{
+    if (rs->npreload >= REDIS_SHARED_PRELOAD_MAX)
+        return -1;
+    rs->preload[rs->npreload++] = s;
+    return 0;
+}
+
+/* SCRIPT LOAD every listed script, pipelined on one connection. 0, or -1
+ * with err. Concurrent callers may both load: harmless (same SHA). */
+static int preload_scripts(struct redis_shared *rs, char *err, size_t errlen)
+{
+    redisContext *ctx = rconn_get(rs->pool, err, errlen);
+    if (!ctx)
+        return -1;
+    int rc = 0;
+    for (int i = 0; i < rs->npreload; i++)
+        if (redisAppendCommand(ctx, "SCRIPT LOAD %s", rs->preload[i]->src) != REDIS_OK)
+            rc = -1;
+    for (int i = 0; i < rs->npreload && rc == 0; i++) {
+        redisReply *r = NULL;
+        if (redisGetReply(ctx, (void **)&r) != REDIS_OK || !r) {
+            snprintf(err, errlen, "redis: %.100s", ctx->errstr[0] ? ctx->errstr : "no reply");
+            rc = -1;
+        } else if (r->type != REDIS_REPLY_STRING) {
+            snprintf(err, errlen, "loading scripts: %.100s",
+                     r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
+            rc = -1;
+            if (ctx->err == 0)
+                ctx->err = REDIS_ERR_OTHER;   /* replies left unread: drop it */
+        }
+        freeReplyObject(r);
+    }
+    if (rc != 0 && ctx->err == 0)
+        ctx->err = REDIS_ERR_OTHER;
+    rconn_put(rs->pool, ctx);
+    return rc;
+}
+
 int redis_shared_health(struct redis_shared *rs, const char **backend, char *err,
                         size_t errlen)
 {
     *backend = "redis";
+    if (!atomic_load(&rs->preloaded) && rs->npreload > 0) {
+        if (preload_scripts(rs, err, errlen) != 0)
+            return -1;
+        atomic_store(&rs->preloaded, 1);
+    }
     return rconn_ping(rs->pool, err, errlen);
 }
 
@@ -187,4 +231,5 @@ void redis_shared_export_metrics(struct redis_shared *rs)
     mirror("lab_lock_lost_total", s.lost);
     mirror("lab_lock_foreign_release_total", s.foreign_release);
     mirror("lab_lock_unavailable_total", s.unavailable);
+    mirror("lab_lock_handoffs_total", s.handoffs);
 }

@@ -10,12 +10,15 @@
 #include "locks/rconn.h"
 #include "locks/rlock.h"
 
+#include <stdatomic.h>
+
 /* A sale decided in Redis (redis-decr) must reach MySQL within hold_ms plus
  * this, or give up; the default --redis-reload-wait (12 s) exceeds the
  * longest hold_ms (10 s) plus it. */
 #define REDIS_DECIDED_WRITE_MARGIN_MS 1000
 
 #define REDIS_SHARED_NOPTIONS 5
+#define REDIS_SHARED_PRELOAD_MAX 16
 /* The Redis backend's option rows (--redis-host, ...), listed once in the
  * inventory's options by the registry when a guard uses Redis. */
 extern const struct cfg_opt redis_shared_options[REDIS_SHARED_NOPTIONS];
@@ -39,6 +42,11 @@ struct redis_shared {
     struct rlock_client *locks;      /* lock commands, its watchdog */
     struct rconn_pool *pool;         /* data commands and scripts */
     struct rlock_stats lock_stats;
+    /* Warm start: the scripts the guards asked to have loaded in Redis
+     * before the instance says ready (redis_shared_preload). */
+    struct rconn_script *preload[REDIS_SHARED_PRELOAD_MAX];
+    int npreload;              /* written at init only */
+    atomic_int preloaded;      /* 1 once Redis has them all (SCRIPT LOAD) */
 };
 
 /* Open the handles (Redis may be down: they reconnect). Returns the
@@ -47,7 +55,16 @@ struct redis_shared *redis_shared_new(const struct redis_shared_conf *conf,
                                       const char *instance, char *err, size_t errlen);
 /* Close it; NULL is fine. */
 void redis_shared_free(struct redis_shared *rs);
-/* /healthz: 0, or -1 with err; *backend = "redis". */
+/* Warm start: have s loaded in Redis (SCRIPT LOAD, compiled there) before
+ * redis_shared_health first answers 0, so the first sales find it cached.
+ * Call from a guard's init (before requests). Returns 0, or -1 when
+ * REDIS_SHARED_PRELOAD_MAX scripts are listed already (it then loads on
+ * first use, as every script does). */
+int redis_shared_preload(struct redis_shared *rs, struct rconn_script *s);
+/* /healthz and each worker's warm-up: 0, or -1 with err; *backend =
+ * "redis". Until the listed scripts are loaded (once per process; a Redis
+ * restart later costs an EVAL on first use, rconn_script_run), loads them
+ * first: a failure is -1 ("not ready"). */
 int redis_shared_health(struct redis_shared *rs, const char **backend, char *err,
                         size_t errlen);
 /* Mirror the lock client's counters into lib/base/metrics. */

@@ -94,24 +94,34 @@ static void nap(long ms)
  * it. */
 static struct rconn_script ack_script = RCONN_SCRIPT(
     "local n = 0 "
+    "local nc = redis.call('SCARD', KEYS[6]) "
+    "local nu = redis.call('ZCARD', KEYS[7]) "
+    "local cnt, units, ids = {}, {}, {} "
     "for i = 3, #ARGV, 4 do "
+    "  local sku = ARGV[i + 1] "
     "  if redis.call('XACK', KEYS[1], ARGV[1], ARGV[i]) == 1 then "
     "    n = n + 1 "
-    "    if ARGV[i + 1] ~= '' then "
-    "      if redis.call('HINCRBY', KEYS[2], ARGV[i + 1], -1) <= 0 then "
-    "        redis.call('HDEL', KEYS[2], ARGV[i + 1]) end "
-    "      if redis.call('HINCRBY', KEYS[3], ARGV[i + 1], -tonumber(ARGV[i + 2])) <= 0 then "
-    "        redis.call('HDEL', KEYS[3], ARGV[i + 1]) end "
+    "    if sku ~= '' then "
+    "      cnt[sku] = (cnt[sku] or 0) + 1 "
+    "      units[sku] = (units[sku] or 0) + tonumber(ARGV[i + 2]) "
     "      if ARGV[i + 3] == '1' then "
-    "        local st = 'sstock:{' .. ARGV[i + 1] .. '}' "
+    "        local st = 'sstock:{' .. sku .. '}' "
     "        if redis.call('EXISTS', st) == 1 then "
     "          redis.call('INCRBY', st, ARGV[i + 2]) end "
     "      end "
     "    end "
     "  end "
-    "  redis.call('XDEL', KEYS[1], ARGV[i]) "
-    "  redis.call('SREM', KEYS[6], ARGV[i]) "
-    "  redis.call('ZREM', KEYS[7], ARGV[i]) "
+    "  ids[#ids + 1] = ARGV[i] "
+    "  if nc > 0 then redis.call('SREM', KEYS[6], ARGV[i]) end "
+    "  if nu > 0 then redis.call('ZREM', KEYS[7], ARGV[i]) end "
+    "end "
+    "for k = 1, #ids, 500 do "
+    "  redis.call('XDEL', KEYS[1], unpack(ids, k, math.min(k + 499, #ids))) "
+    "end "
+    "for sku, c in pairs(cnt) do "
+    "  if redis.call('HINCRBY', KEYS[2], sku, -c) <= 0 then redis.call('HDEL', KEYS[2], sku) end "
+    "  if redis.call('HINCRBY', KEYS[3], sku, -units[sku]) <= 0 then "
+    "    redis.call('HDEL', KEYS[3], sku) end "
     "end "
     "redis.call('HDEL', KEYS[4], ARGV[2]) "
     "redis.call('INCR', KEYS[5]) "
@@ -606,6 +616,11 @@ static void *flusher_main(void *arg)
         if (rc == DB_OK && ack_batch() == 0) {
             count_batch();
             backoff = 0;
+            /* Under load the next batch gathers while we wait: hundreds of
+             * sales per transaction instead of whatever arrived during
+             * this one. The first sale after idle is read at once (BLOCK). */
+            if (fl.conf->linger_ms > 0 && fl.n < fl.conf->batch)
+                nap(fl.conf->linger_ms);
             /* Sales still waiting for their replicas stay in our pending
              * list: read them again from there, shortly. */
             for (int i = 0; i < fl.n; i++)

@@ -39,8 +39,11 @@ struct sflush_conf {
     long claim_idle_ms;        /* XAUTOCLAIM min-idle */
     long backoff_max_ms;       /* longest wait between failed attempts */
     long hold_ms;              /* tests: wait this long between read and write */
+    long linger_ms;            /* after a batch that was not full: let the
+                                * next one gather this long */
     int enabled;               /* 0: no flusher thread in this instance */
     long order_ttl_ms;         /* the sale script's order memory (not ours) */
+    long coalesce_max;         /* the guard's: sales of a SKU per script call */
 };
 
 /* Start the thread (when conf->enabled and db is set). Redis or MySQL down

@@ -1,0 +1,175 @@
+/* Issue 18, redis-decr: Redis and MySQL never apart once things settle.
+ *   - an instance killed (-9) between the Redis decision and the MySQL
+ *     write leaves an intent behind; the audit of the SKU, with no sale
+ *     after, settles it (Redis = MySQL, drift 0), not only the next sale;
+ *   - a reseed made on another instance while a sale decided in Redis is
+ *     on its way to MySQL: that sale, decided under the old seed, must not
+ *     change the reseeded row nor be answered "sold" (drift 0 after). */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "itest.h"
+
+#include <hiredis/hiredis.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static int group_setup(void **state) { return it_setup(); }
+
+static void nap_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* One Redis command's reply as a number: string or integer, -1 for nil,
+ * -2 when Redis cannot be reached. */
+static long long redis_num(const char *fmt, const char *a)
+{
+    struct timeval tv = {2, 0};
+    redisContext *c = redisConnectWithTimeout("127.0.0.1", (int)it.redis_port, tv);
+    if (!c || c->err) {
+        redisFree(c);
+        return -2;
+    }
+    redisSetTimeout(c, tv);
+    redisReply *r = redisCommand(c, fmt, a);
+    long long v = !r ? -2 : r->type == REDIS_REPLY_STRING ? atoll(r->str)
+                  : r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
+    freeReplyObject(r);
+    redisFree(c);
+    return v;
+}
+
+/* The audit as JSON from inventory `inst` (caller frees); fails the test
+ * unless it answers 200. */
+static void audit_json(int inst, const char *sku, struct it_resp *r)
+{
+    char url[256];
+    snprintf(url, sizeof(url), "%s/inventory/%s/audit", it.inventory[inst], sku);
+    assert_int_equal(it_http("GET", url, NULL, r), 200);
+    assert_non_null(r->json);
+}
+
+static long long field(const struct it_resp *r, const char *name)
+{
+    json_t *v = json_object_get(r->json, name);
+    if (!json_is_integer(v))
+        fail_msg("audit has no integer '%s': %s", name, r->body);
+    return json_integer_value(v);
+}
+
+struct held_sale {
+    char url[200], body[256];
+    long status;
+};
+
+static void *held_sale_main(void *p)
+{
+    struct held_sale *h = p;
+    h->status = it_status("POST", h->url, h->body);
+    return NULL;
+}
+
+/* Killed mid-sale, then nothing sold: the audit alone must settle the
+ * intent once its write deadline has passed. */
+static void test_decr_stale_intent_settled_by_audit(void **state)
+{
+    long base = it_port_base();
+    char url[160], h[200];
+    snprintf(url, sizeof(url), "http://127.0.0.1:%ld", base + 48);
+    static const char *const args[] = {"--threads", "4", NULL};
+    int pid = it_start_inventory("inventory-decr-idle-kill", base + 48, NULL, args);
+    assert_true(pid > 0);
+    snprintf(h, sizeof(h), "%s/healthz", url);
+    if (it_wait_status(h, 200, 30000) != 0) {
+        it_kill(pid, SIGKILL, 2000);
+        fail_msg("the instance to kill did not come up");
+    }
+    assert_int_equal(it_seed("Td-idle", 10), 200);
+    struct held_sale held = {.status = -1};
+    snprintf(held.url, sizeof(held.url), "%s/inventory/deduct", url);
+    snprintf(held.body, sizeof(held.body),
+             "{\"sku\":\"Td-idle\",\"order_id\":\"td-idle-1\",\"guard\":\"redis-decr\","
+             "\"hold_ms\":2000}");
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, held_sale_main, &held), 0);
+    long long rs = -1;
+    for (int i = 0; i < 200 && (rs = redis_num("GET stock:{%s}", "Td-idle")) != 9; i++)
+        nap_ms(20);
+    assert_int_equal(it_kill(pid, SIGKILL, 2000), 0);   /* mid hold_ms */
+    pthread_join(t, NULL);
+    assert_int_equal(rs, 9);
+    nap_ms(5000);   /* hold 2 s + twice the write margin: it cannot land now */
+    struct it_resp r;
+    audit_json(0, "Td-idle", &r);
+    long long rd = redis_num("GET stock:{%s}", "Td-idle");
+    long long intents = redis_num("ZCARD stock:{%s}:intents", "Td-idle");
+    print_message("idle SKU after the kill: %s; Redis %lld, intents %lld\n", r.body, rd,
+                  intents);
+    long long drift = field(&r, "drift"), stock = field(&r, "stock");
+    int consistent = json_is_true(json_object_get(r.json, "consistent"));
+    it_resp_free(&r);
+    assert_int_equal(drift, 0);
+    assert_true(consistent);
+    assert_int_equal(stock, 10);
+    assert_int_equal(rd, 10);
+}
+
+/* A sale decided in Redis on inventory-2 (hold_ms 1500), the SKU reseeded
+ * through inventory-1 meanwhile: the sale must not land in the new seed. */
+static void test_decr_reseed_during_sale_elsewhere(void **state)
+{
+    assert_int_equal(it_seed("Td-reseed", 10), 200);
+    struct held_sale held = {.status = -1};
+    snprintf(held.url, sizeof(held.url), "%s/inventory/deduct", it.inventory[1]);
+    snprintf(held.body, sizeof(held.body),
+             "{\"sku\":\"Td-reseed\",\"order_id\":\"td-reseed-1\",\"guard\":\"redis-decr\","
+             "\"hold_ms\":1500}");
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, held_sale_main, &held), 0);
+    long long rs = -1;
+    for (int i = 0; i < 200 && (rs = redis_num("GET stock:{%s}", "Td-reseed")) != 9; i++)
+        nap_ms(10);
+    assert_int_equal(rs, 9);                           /* decided in Redis */
+    assert_int_equal(it_seed("Td-reseed", 10), 200);   /* on inventory-1 */
+    pthread_join(t, NULL);
+    struct it_resp r;
+    audit_json(0, "Td-reseed", &r);
+    long long rd = redis_num("GET stock:{%s}", "Td-reseed");
+    print_message("sale held across a reseed answered %ld; audit %s; Redis %lld\n",
+                  held.status, r.body, rd);
+    long long drift = field(&r, "drift"), stock = field(&r, "stock"), sold = field(&r, "sold");
+    it_resp_free(&r);
+    assert_int_not_equal(held.status, 200);
+    assert_int_equal(stock, 10);
+    assert_int_equal(sold, 0);
+    assert_int_equal(drift, 0);
+    /* and the SKU sells on, both sides together */
+    char body[200];
+    snprintf(body, sizeof(body),
+             "{\"sku\":\"Td-reseed\",\"order_id\":\"td-reseed-2\",\"guard\":\"redis-decr\"}");
+    char u[200];
+    snprintf(u, sizeof(u), "%s/inventory/deduct", it.inventory[1]);
+    assert_int_equal(it_status("POST", u, body), 200);
+    struct it_audit a;
+    assert_int_equal(it_audit("Td-reseed", &a), 0);
+    assert_int_equal(a.stock, 9);
+    assert_int_equal(redis_num("GET stock:{%s}", "Td-reseed"), 9);
+    assert_true(a.consistent);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_decr_stale_intent_settled_by_audit),
+        cmocka_unit_test(test_decr_reseed_during_sale_elsewhere),
+    };
+    return cmocka_run_group_tests(tests, group_setup, NULL);
+}
