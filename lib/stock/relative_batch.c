@@ -65,9 +65,11 @@ static char *rows_json(struct relative_item **take, int n, const long long *rema
 }
 
 /* The ledger refused the round's insert: the order ids already there
- * answer as duplicates (nothing recorded for them). Returns how many, or
- * -1 when the ledger could not be read (every open item answered). */
-static int ledger_duplicates(const struct deduct_env *env, struct relative_item **take, int n)
+ * answer as duplicates (nothing recorded for them), and so do their twins
+ * waiting in all[] for a later round. Returns how many, or -1 when the
+ * ledger could not be read (every open item taken answered). */
+static int ledger_duplicates(const struct deduct_env *env, struct relative_item **take, int n,
+                             struct relative_item *all, int nall)
 {
     int found = 0;
     for (int i = 0; i < n; i++) {
@@ -77,11 +79,15 @@ static int ledger_duplicates(const struct deduct_env *env, struct relative_item 
             failed(env, take + i, n - i, rc);
             return -1;
         }
-        if (rc == 1) {
-            stock_fill_duplicate(&row, take[i]->req, take[i]->res);
-            answer(take[i], STOCK_NOT_COMMITTED);
-            found++;
-        }
+        if (rc != 1)
+            continue;
+        for (int k = 0; k < nall; k++)
+            if (!all[k].answered &&
+                strcmp(all[k].req->order_id, take[i]->req->order_id) == 0) {
+                stock_fill_duplicate(&row, all[k].req, all[k].res);
+                answer(&all[k], STOCK_NOT_COMMITTED);
+                found++;
+            }
     }
     return found;
 }
@@ -89,7 +95,8 @@ static int ledger_duplicates(const struct deduct_env *env, struct relative_item 
 /* One transaction over pick[] (distinct order ids). Returns 1 when it made
  * progress (or everything is answered), 0 when not. */
 static int round_run(const char *guard_name, const struct deduct_env *env,
-                     struct relative_item **pick, int n, int round)
+                     struct relative_item **pick, int n, int round, struct relative_item *all,
+                     int nall)
 {
     const char *sku = pick[0]->req->sku;
     long long stock = 0, seeds = 0;
@@ -158,7 +165,7 @@ static int round_run(const char *guard_name, const struct deduct_env *env,
     free_fn(json);
     if (m == DB_EDUP) {
         db_rollback(env->db);
-        return ledger_duplicates(env, take, ntake) != 0;
+        return ledger_duplicates(env, take, ntake, all, nall) != 0;
     }
     if (m >= 0 && m != ntake)
         m = DB_ERR;
@@ -210,7 +217,7 @@ void stock_record_relative_batch(const char *guard_name, const struct deduct_env
             if (!twin)
                 pick[npick++] = &items[i];
         }
-        if (npick == 0 || !round_run(guard_name, env, pick, npick, r))
+        if (npick == 0 || !round_run(guard_name, env, pick, npick, r, items, n))
             break;
     }
     for (int i = 0; i < n; i++)
