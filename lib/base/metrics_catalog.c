@@ -27,6 +27,7 @@ static const struct metrics_family catalog[] = {
     {"lab_release_lock_failures_total", "counter", "releases refused because the selling guard's lock was not obtained"},
     {"lab_reseeded_during_sale_total", "counter", "lock-guard writes refused because the SKU was reseeded after the sale read its stock"},
     {"lab_lock_acquired_total", "counter", "Redis lock client: locks acquired"},
+    {"lab_lock_handoffs_total", "counter", "Redis lock client: releases handed to a waiter of the same process without a Redis round trip"},
     {"lab_lock_timeouts_redis_total", "counter", "Redis lock client: acquisitions that timed out"},
     {"lab_lock_waits_total", "counter", "Redis lock client: acquisitions that had to wait"},
     {"lab_lock_wait_seconds_total", "counter", "Redis lock client: seconds spent waiting for locks"},
