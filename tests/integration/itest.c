@@ -3,10 +3,12 @@
 
 #include <arpa/inet.h>
 #include <curl/curl.h>
+#include <hiredis/hiredis.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -522,4 +524,85 @@ int it_redis_wipe(void)
         return -1;
     snprintf(cmd, sizeof(cmd), "rm -rf '%s/redis/appendonlydir'", it.stack_dir);
     return system(cmd) == 0 ? 0 : -1;
+}
+
+/* A connection to the stack's Redis or NULL, saying nothing: for polls
+ * that expect Redis to be away for a while. */
+static redisContext *redis_open(long timeout_ms)
+{
+    struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
+    redisContext *c = redisConnectWithTimeout("127.0.0.1", (int)it.redis_port, tv);
+    if (!c || c->err) {
+        redisFree(c);
+        return NULL;
+    }
+    redisSetTimeout(c, tv);
+    return c;
+}
+
+struct redisContext *it_redis_connect(long timeout_ms)
+{
+    redisContext *c = redis_open(timeout_ms);
+    if (!c)
+        fprintf(stderr, "itest: cannot connect to redis on port %ld\n", it.redis_port);
+    return c;
+}
+
+long long it_redis_num(const char *fmt, ...)
+{
+    redisContext *c = redis_open(2000);
+    if (!c)
+        return -2;
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *r = redisvCommand(c, fmt, ap);
+    va_end(ap);
+    long long v = !r ? -2 : r->type == REDIS_REPLY_STRING ? atoll(r->str)
+                  : r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
+    freeReplyObject(r);
+    redisFree(c);
+    return v;
+}
+
+long long it_redis_get_until(const char *key, long long want, int tries, long nap_ms)
+{
+    long long v = -1;
+    struct timespec nap = {nap_ms / 1000, (nap_ms % 1000) * 1000000L};
+    for (int i = 0; i < tries && (v = it_redis_num("GET %s", key)) != want; i++)
+        nanosleep(&nap, NULL);
+    return v;
+}
+
+int it_start_inventory_up(const char *name, long port, char *url, size_t urllen)
+{
+    static const char *const args[] = {"--threads", "4", NULL};
+    char h[256];
+    snprintf(url, urllen, "http://127.0.0.1:%ld", port);
+    int pid = it_start_inventory(name, port, NULL, args);
+    if (pid <= 0)
+        return -1;
+    snprintf(h, sizeof(h), "%s/healthz", url);
+    if (it_wait_status(h, 200, 30000) != 0) {
+        fprintf(stderr, "itest: %s did not come up\n", name);
+        it_kill(pid, SIGKILL, 2000);
+        return -1;
+    }
+    return pid;
+}
+
+static void *bg_post_main(void *arg)
+{
+    struct it_bg_post *p = arg;
+    p->status = it_status("POST", p->url, p->body);
+    return NULL;
+}
+
+int it_bg_post_start(struct it_bg_post *p)
+{
+    return pthread_create(&p->thread, NULL, bg_post_main, p) == 0 ? 0 : -1;
+}
+
+void it_bg_post_join(struct it_bg_post *p)
+{
+    pthread_join(p->thread, NULL);
 }

@@ -5,7 +5,10 @@
 #define ITEST_H
 
 #include <jansson.h>
+#include <pthread.h>
 #include <stddef.h>
+
+struct redisContext;   /* hiredis; a test that uses it includes <hiredis/hiredis.h> */
 
 struct it_env {
     char inventory[2][128];   /* LAB_INVENTORY_URLS */
@@ -115,5 +118,38 @@ int it_kill(int pid, int sig, long wait_ms);
 /* With the stack's Redis stopped: delete its persistence (the append-only
  * folder), so the next start is a Redis that lost its data. 0 on success. */
 int it_redis_wipe(void);
+
+/* A connection to the stack's Redis, timeout_ms for the connect and for
+ * each command; NULL (and prints why) when it cannot connect. The caller
+ * redisFree()s it. */
+struct redisContext *it_redis_connect(long timeout_ms);
+
+/* One Redis command (a hiredis format and its arguments) on a connection
+ * of its own (2 s timeouts), its reply as a number: a string or integer
+ * reply, -1 for nil (or another reply), -2 when Redis cannot be reached. */
+long long it_redis_num(const char *fmt, ...);
+
+/* GET key on the stack's Redis up to `tries` times, napping nap_ms after
+ * each read that is not `want`; returns the last value read (as
+ * it_redis_num: -1 missing, -2 unreachable). */
+long long it_redis_get_until(const char *key, long long want, int tries, long nap_ms);
+
+/* it_start_inventory on 127.0.0.1:port with --threads 4, then its
+ * /healthz polled for 200 up to 30 s; url gets its base
+ * ("http://127.0.0.1:PORT"). Returns its pid, or -1 when it did not come
+ * up (it is killed then). */
+int it_start_inventory_up(const char *name, long port, char *url, size_t urllen);
+
+/* A POST that runs in its own thread while the test goes on: fill url and
+ * body, it_bg_post_start (0 on success), later it_bg_post_join. status is
+ * its answer (0: transport failure, e.g. the server was killed). */
+struct it_bg_post {
+    char url[200];
+    char body[256];
+    long status;
+    pthread_t thread;
+};
+int it_bg_post_start(struct it_bg_post *p);
+void it_bg_post_join(struct it_bg_post *p);
 
 #endif

@@ -12,8 +12,6 @@
 
 #include "itest.h"
 
-#include <hiredis/hiredis.h>
-#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,23 +26,19 @@ static void nap_ms(long ms)
     nanosleep(&ts, NULL);
 }
 
-/* One Redis command's reply as a number: string or integer, -1 for nil,
- * -2 when Redis cannot be reached. */
-static long long redis_num(const char *fmt, const char *a)
+/* The SKU's redis-decr stock in Redis (see it_redis_num). */
+static long long redis_stock(const char *sku) { return it_redis_num("GET stock:{%s}", sku); }
+
+/* Starts the held sale h and waits (tries reads, nap ms apart) for its
+ * decision in Redis: the SKU's stock there at `want`. Returns the last
+ * value read. */
+static long long start_held_sale(struct it_bg_post *h, const char *sku, long long want,
+                                 int tries, long nap)
 {
-    struct timeval tv = {2, 0};
-    redisContext *c = redisConnectWithTimeout("127.0.0.1", (int)it.redis_port, tv);
-    if (!c || c->err) {
-        redisFree(c);
-        return -2;
-    }
-    redisSetTimeout(c, tv);
-    redisReply *r = redisCommand(c, fmt, a);
-    long long v = !r ? -2 : r->type == REDIS_REPLY_STRING ? atoll(r->str)
-                  : r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
-    freeReplyObject(r);
-    redisFree(c);
-    return v;
+    char key[160];
+    snprintf(key, sizeof(key), "stock:{%s}", sku);
+    assert_int_equal(it_bg_post_start(h), 0);
+    return it_redis_get_until(key, want, tries, nap);
 }
 
 /* The audit as JSON from inventory `inst` (caller frees); fails the test
@@ -65,52 +59,29 @@ static long long field(const struct it_resp *r, const char *name)
     return json_integer_value(v);
 }
 
-struct held_sale {
-    char url[200], body[256];
-    long status;
-};
-
-static void *held_sale_main(void *p)
-{
-    struct held_sale *h = p;
-    h->status = it_status("POST", h->url, h->body);
-    return NULL;
-}
-
 /* Killed mid-sale, then nothing sold: the audit alone must settle the
  * intent once its write deadline has passed. */
 static void test_decr_stale_intent_settled_by_audit(void **state)
 {
-    long base = it_port_base();
-    char url[160], h[200];
-    snprintf(url, sizeof(url), "http://127.0.0.1:%ld", base + 48);
-    static const char *const args[] = {"--threads", "4", NULL};
-    int pid = it_start_inventory("inventory-decr-idle-kill", base + 48, NULL, args);
+    char url[160];
+    int pid = it_start_inventory_up("inventory-decr-idle-kill", it_port_base() + 48, url,
+                                    sizeof(url));
     assert_true(pid > 0);
-    snprintf(h, sizeof(h), "%s/healthz", url);
-    if (it_wait_status(h, 200, 30000) != 0) {
-        it_kill(pid, SIGKILL, 2000);
-        fail_msg("the instance to kill did not come up");
-    }
     assert_int_equal(it_seed("Td-idle", 10), 200);
-    struct held_sale held = {.status = -1};
+    struct it_bg_post held = {.status = -1};
     snprintf(held.url, sizeof(held.url), "%s/inventory/deduct", url);
     snprintf(held.body, sizeof(held.body),
              "{\"sku\":\"Td-idle\",\"order_id\":\"td-idle-1\",\"guard\":\"redis-decr\","
              "\"hold_ms\":2000}");
-    pthread_t t;
-    assert_int_equal(pthread_create(&t, NULL, held_sale_main, &held), 0);
-    long long rs = -1;
-    for (int i = 0; i < 200 && (rs = redis_num("GET stock:{%s}", "Td-idle")) != 9; i++)
-        nap_ms(20);
+    long long rs = start_held_sale(&held, "Td-idle", 9, 200, 20);
     assert_int_equal(it_kill(pid, SIGKILL, 2000), 0);   /* mid hold_ms */
-    pthread_join(t, NULL);
+    it_bg_post_join(&held);
     assert_int_equal(rs, 9);
     nap_ms(5000);   /* hold 2 s + twice the write margin: it cannot land now */
     struct it_resp r;
     audit_json(0, "Td-idle", &r);
-    long long rd = redis_num("GET stock:{%s}", "Td-idle");
-    long long intents = redis_num("ZCARD stock:{%s}:intents", "Td-idle");
+    long long rd = redis_stock("Td-idle");
+    long long intents = it_redis_num("ZCARD stock:{%s}:intents", "Td-idle");
     print_message("idle SKU after the kill: %s; Redis %lld, intents %lld\n", r.body, rd,
                   intents);
     long long drift = field(&r, "drift"), stock = field(&r, "stock");
@@ -127,22 +98,18 @@ static void test_decr_stale_intent_settled_by_audit(void **state)
 static void test_decr_reseed_during_sale_elsewhere(void **state)
 {
     assert_int_equal(it_seed("Td-reseed", 10), 200);
-    struct held_sale held = {.status = -1};
+    struct it_bg_post held = {.status = -1};
     snprintf(held.url, sizeof(held.url), "%s/inventory/deduct", it.inventory[1]);
     snprintf(held.body, sizeof(held.body),
              "{\"sku\":\"Td-reseed\",\"order_id\":\"td-reseed-1\",\"guard\":\"redis-decr\","
              "\"hold_ms\":1500}");
-    pthread_t t;
-    assert_int_equal(pthread_create(&t, NULL, held_sale_main, &held), 0);
-    long long rs = -1;
-    for (int i = 0; i < 200 && (rs = redis_num("GET stock:{%s}", "Td-reseed")) != 9; i++)
-        nap_ms(10);
+    long long rs = start_held_sale(&held, "Td-reseed", 9, 200, 10);
     assert_int_equal(rs, 9);                           /* decided in Redis */
     assert_int_equal(it_seed("Td-reseed", 10), 200);   /* on inventory-1 */
-    pthread_join(t, NULL);
+    it_bg_post_join(&held);
     struct it_resp r;
     audit_json(0, "Td-reseed", &r);
-    long long rd = redis_num("GET stock:{%s}", "Td-reseed");
+    long long rd = redis_stock("Td-reseed");
     print_message("sale held across a reseed answered %ld; audit %s; Redis %lld\n",
                   held.status, r.body, rd);
     long long drift = field(&r, "drift"), stock = field(&r, "stock"), sold = field(&r, "sold");
@@ -161,7 +128,7 @@ static void test_decr_reseed_during_sale_elsewhere(void **state)
     struct it_audit a;
     assert_int_equal(it_audit("Td-reseed", &a), 0);
     assert_int_equal(a.stock, 9);
-    assert_int_equal(redis_num("GET stock:{%s}", "Td-reseed"), 9);
+    assert_int_equal(redis_stock("Td-reseed"), 9);
     assert_true(a.consistent);
 }
 
@@ -193,7 +160,7 @@ static void test_decr_repeats_in_groups(void **state)
     assert_int_equal(stock, 49);
     assert_int_equal(sold, 1);
     assert_int_equal(drift, 0);
-    assert_int_equal(redis_num("GET stock:{%s}", "Td-rep"), 49);
+    assert_int_equal(redis_stock("Td-rep"), 49);
     assert_int_equal(it_status("POST", u0, "{\"sku\":\"Td-rep\",\"order_id\":\"td-rep-2\","
                                            "\"qty\":49,\"guard\":\"redis-decr\"}"), 200);
     /* out of stock in Redis now: the repeat is still the first sale's echo */
@@ -210,7 +177,7 @@ static void test_decr_repeats_in_groups(void **state)
     assert_int_equal(a.stock, 0);
     assert_int_equal(a.sold, 50);
     assert_true(a.consistent);
-    assert_int_equal(redis_num("GET stock:{%s}", "Td-rep"), 0);
+    assert_int_equal(redis_stock("Td-rep"), 0);
 }
 
 int main(void)

@@ -39,35 +39,16 @@ static double now_s(void)
     return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-/* One Redis command's reply as a number; -1 when the key is missing,
- * -2 when Redis cannot be reached. */
-static long long redis_num(const char *fmt, const char *arg)
-{
-    struct timeval tv = {2, 0};
-    redisContext *c = redisConnectWithTimeout("127.0.0.1", (int)it.redis_port, tv);
-    if (!c || c->err) {
-        redisFree(c);
-        return -2;
-    }
-    redisSetTimeout(c, tv);
-    redisReply *r = redisCommand(c, fmt, arg);
-    long long v = !r ? -2 : r->type == REDIS_REPLY_STRING ? atoll(r->str)
-                  : r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
-    freeReplyObject(r);
-    redisFree(c);
-    return v;
-}
-
-static long long redis_stock(const char *sku) { return redis_num("GET stock:{%s}", sku); }
+static long long redis_stock(const char *sku) { return it_redis_num("GET stock:{%s}", sku); }
 
 /* Sum of the SKU's segments in Redis, -1 when its count key is missing. */
 static long long redis_segments_sum(const char *sku)
 {
-    long long k = redis_num("GET seg:{%s}:k", sku), sum = 0;
+    long long k = it_redis_num("GET seg:{%s}:k", sku), sum = 0;
     for (long long i = 0; i < k; i++) {
         char key[160];
         snprintf(key, sizeof(key), "seg:{%s}:%lld", sku, i);
-        long long v = redis_num("GET %s", key);
+        long long v = it_redis_num("GET %s", key);
         sum += v > 0 ? v : 0;
     }
     return k < 0 ? -1 : sum;
@@ -82,7 +63,7 @@ static int restart_redis(void)
     int rc = it_stack("stop", "redis") != 0 || it_redis_wipe() != 0 ||
              it_stack("start", "redis") != 0;
     print_message("Redis restarted in %.0f ms, %lld keys\n", (now_s() - t0) * 1000,
-                  redis_num("DBSIZE%s", ""));
+                  it_redis_num("DBSIZE"));
     return rc;
 }
 

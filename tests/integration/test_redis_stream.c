@@ -31,31 +31,12 @@ static void nap_ms(long ms)
     nanosleep(&ts, NULL);
 }
 
-/* One Redis command's reply as a number: a string or integer reply, -1 for
- * nil, -2 when Redis cannot be reached. */
-static long long redis_num(const char *fmt, const char *a, const char *b)
-{
-    struct timeval tv = {2, 0};
-    redisContext *c = redisConnectWithTimeout("127.0.0.1", (int)it.redis_port, tv);
-    if (!c || c->err) {
-        redisFree(c);
-        return -2;
-    }
-    redisSetTimeout(c, tv);
-    redisReply *r = redisCommand(c, fmt, a, b);
-    long long v = !r ? -2 : r->type == REDIS_REPLY_STRING ? atoll(r->str)
-                  : r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
-    freeReplyObject(r);
-    redisFree(c);
-    return v;
-}
-
-static long long redis_stock(const char *sku) { return redis_num("GET sstock:{%s}%s", sku, ""); }
+static long long redis_stock(const char *sku) { return it_redis_num("GET sstock:{%s}", sku); }
 
 /* Unflushed sales of a SKU as the guard counts them (0 when none). */
 static long long redis_pending(const char *sku)
 {
-    long long v = redis_num("HGET lab:sales:pending %s%s", sku, "");
+    long long v = it_redis_num("HGET lab:sales:pending %s", sku);
     return v == -1 ? 0 : v;
 }
 
@@ -326,7 +307,7 @@ static void test_mariadb_down_then_redis_crash(void **state)
         nap_ms(50);
     int restarted = it_stack("start", "redis");
     /* Redis listens while it replays the append-only file (LOADING) */
-    for (int i = 0; i < 200 && redis_num("EXISTS %s%s", "x", "") < 0; i++)
+    for (int i = 0; i < 200 && it_redis_num("EXISTS x") < 0; i++)
         nap_ms(50);
     long long after = redis_pending("Rs-down");
     long long stock_after = redis_stock("Rs-down");

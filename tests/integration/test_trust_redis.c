@@ -37,25 +37,6 @@ static void nap_ms(long ms)
     nanosleep(&ts, NULL);
 }
 
-/* One Redis command's reply as a number: string or integer, -1 for nil,
- * -2 when Redis cannot be reached. */
-static long long redis_num(const char *fmt, const char *a, const char *b)
-{
-    struct timeval tv = {2, 0};
-    redisContext *c = redisConnectWithTimeout("127.0.0.1", (int)it.redis_port, tv);
-    if (!c || c->err) {
-        redisFree(c);
-        return -2;
-    }
-    redisSetTimeout(c, tv);
-    redisReply *r = redisCommand(c, fmt, a, b);
-    long long v = !r ? -2 : r->type == REDIS_REPLY_STRING ? atoll(r->str)
-                  : r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
-    freeReplyObject(r);
-    redisFree(c);
-    return v;
-}
-
 static const char *deduct_url(int i)
 {
     static char u[2][256];
@@ -122,7 +103,7 @@ static void drift_case(const char *sku, const char *guard_json, const char *redi
     assert_int_equal(field(&r, "drift"), 0);
     assert_true(json_is_true(json_object_get(r.json, "consistent")));
     it_resp_free(&r);
-    assert_true(redis_num("DECRBY %s %s", redis_key, "2") >= 0);
+    assert_true(it_redis_num("DECRBY %s %s", redis_key, "2") >= 0);
     audit_json(sku, &r);
     print_message("%s with 2 units gone from Redis: %s\n", sku, r.body);
     assert_int_equal(field(&r, "drift"), -2);
@@ -180,7 +161,7 @@ static void test_stream_repeat_after_order_ttl(void **state)
     long s2 = it_status("POST", durl, body);
     drain("Tb-rep");
     it_stop_pid(pid);
-    long long rs = redis_num("GET sstock:{Tb-rep}%s%s", "", "");
+    long long rs = it_redis_num("GET sstock:{Tb-rep}");
     struct it_audit a;
     assert_int_equal(it_audit("Tb-rep", &a), 0);
     print_message("first %ld, repeat %ld: MySQL stock %lld sold %lld, Redis %lld\n", s1, s2,
@@ -293,7 +274,7 @@ static void test_fence_counter_behind_row(void **state)
         assert_int_equal(sell(0, sku, o, fj), 200);
     }
     /* what the promoted replica has: the counter from before those INCRs */
-    assert_true(redis_num("DEL lock:inventory:{%s}:fence%s", sku, "") >= 0);
+    assert_true(it_redis_num("DEL lock:inventory:{%s}:fence", sku) >= 0);
     int sold = 0;
     for (int i = 0; i < 5; i++) {
         snprintf(o, sizeof(o), "tb-fence-b%d", i);
@@ -308,43 +289,25 @@ static void test_fence_counter_behind_row(void **state)
     assert_true(a.consistent);
 }
 
-struct held_sale { char url[200]; long status; };
-
-static void *held_sale_main(void *p)
-{
-    struct held_sale *h = p;
-    h->status = it_status("POST", h->url,
-                          "{\"sku\":\"Tb-kill\",\"order_id\":\"tb-kill-1\","
-                          "\"guard\":\"redis-decr\",\"hold_ms\":3000}");
-    return NULL;
-}
-
 /* Item 6: an instance killed (-9) between redis-decr's Redis decision and
  * its MySQL write. The unit taken in Redis must come back once that sale
  * can no longer land (its write deadline has passed): Redis = MySQL. */
 static void test_decr_killed_between_redis_and_mysql(void **state)
 {
-    long base = it_port_base();
-    char url[160], h[200];
-    snprintf(url, sizeof(url), "http://127.0.0.1:%ld", base + 44);
-    static const char *const args[] = {"--threads", "4", NULL};
-    int pid = it_start_inventory("inventory-decr-kill", base + 44, NULL, args);
+    char url[160];
+    int pid = it_start_inventory_up("inventory-decr-kill", it_port_base() + 44, url,
+                                    sizeof(url));
     assert_true(pid > 0);
-    snprintf(h, sizeof(h), "%s/healthz", url);
-    if (it_wait_status(h, 200, 30000) != 0) {
-        it_kill(pid, SIGKILL, 2000);
-        fail_msg("the instance to kill did not come up");
-    }
     assert_int_equal(it_seed("Tb-kill", 10), 200);
-    struct held_sale held = {.status = -1};
+    struct it_bg_post held = {.status = -1};
     snprintf(held.url, sizeof(held.url), "%s/inventory/deduct", url);
-    pthread_t t;
-    assert_int_equal(pthread_create(&t, NULL, held_sale_main, &held), 0);
-    long long rs = -1;
-    for (int i = 0; i < 100 && (rs = redis_num("GET stock:{Tb-kill}%s%s", "", "")) != 9; i++)
-        nap_ms(20);
+    snprintf(held.body, sizeof(held.body),
+             "{\"sku\":\"Tb-kill\",\"order_id\":\"tb-kill-1\","
+             "\"guard\":\"redis-decr\",\"hold_ms\":3000}");
+    assert_int_equal(it_bg_post_start(&held), 0);
+    long long rs = it_redis_get_until("stock:{Tb-kill}", 9, 100, 20);
     assert_int_equal(it_kill(pid, SIGKILL, 2000), 0);   /* mid hold_ms */
-    pthread_join(t, NULL);
+    it_bg_post_join(&held);
     print_message("Redis decided (stock %lld), instance killed; the sale answered %ld\n", rs,
                   held.status);
     assert_int_equal(rs, 9);
@@ -352,7 +315,7 @@ static void test_decr_killed_between_redis_and_mysql(void **state)
     assert_int_equal(sell(0, "Tb-kill", "tb-kill-2", "\"guard\":\"redis-decr\""), 200);
     struct it_audit a;
     assert_int_equal(it_audit("Tb-kill", &a), 0);
-    rs = redis_num("GET stock:{Tb-kill}%s%s", "", "");
+    rs = it_redis_num("GET stock:{Tb-kill}");
     print_message("after one more sale: MySQL stock %lld sold %lld, Redis %lld\n", a.stock,
                   a.sold, rs);
     assert_int_equal(a.sold, 1);
@@ -389,8 +352,8 @@ static void test_reseed_commit_lost(void **state)
     it_resp_free(&r);
     it_stop_pid(pid);
     long long my = it_sql_value("SELECT stock FROM db_shopping.inventory WHERE sku='Tb-seedlost'");
-    long long rd = redis_num("GET stock:{Tb-seedlost}%s%s", "", "");
-    long long rs = redis_num("GET sstock:{Tb-seedlost}%s%s", "", "");
+    long long rd = it_redis_num("GET stock:{Tb-seedlost}");
+    long long rs = it_redis_num("GET sstock:{Tb-seedlost}");
     print_message("MySQL %lld, redis-decr %lld, redis-stream %lld\n", my, rd, rs);
     assert_int_equal(st, 200);
     assert_int_equal(my, 7);
@@ -400,7 +363,7 @@ static void test_reseed_commit_lost(void **state)
     struct it_audit a;
     assert_int_equal(it_audit("Tb-seedlost", &a), 0);
     assert_int_equal(a.stock, 6);
-    assert_int_equal(redis_num("GET stock:{Tb-seedlost}%s%s", "", ""), 6);
+    assert_int_equal(it_redis_num("GET stock:{Tb-seedlost}"), 6);
     assert_true(a.consistent);
 }
 
