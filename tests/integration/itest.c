@@ -19,6 +19,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "locks/rlock.h"
+
 struct it_env it;
 
 int it_setup(void)
@@ -605,4 +607,23 @@ int it_bg_post_start(struct it_bg_post *p)
 void it_bg_post_join(struct it_bg_post *p)
 {
     pthread_join(p->thread, NULL);
+}
+
+void it_sleep_us(long us)
+{
+    struct timespec ts = {us / 1000000, (us % 1000000) * 1000L};
+    nanosleep(&ts, NULL);
+}
+
+struct rlock_client *it_rlock_client(const char *instance)
+{
+    struct rlock_config cfg = {.port = (int)it.redis_port, .instance = instance,
+                               .connect_timeout_ms = 200, .cmd_timeout_ms = 1000};
+    struct rlock_client *c = rlock_client_new(&cfg);
+    const char *why = "out of memory";
+    if (c && rlock_client_err(c, &why) == RLOCK_OK)
+        return c;
+    fprintf(stderr, "itest: redis lock client %s: %s\n", instance, why ? why : "error");
+    rlock_client_free(c);
+    return NULL;
 }

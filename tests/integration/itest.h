@@ -9,6 +9,7 @@
 #include <stddef.h>
 
 struct redisContext;   /* hiredis; a test that uses it includes <hiredis/hiredis.h> */
+struct rlock_client;   /* locks/rlock.h */
 
 struct it_env {
     char inventory[2][128];   /* LAB_INVENTORY_URLS */
@@ -151,5 +152,13 @@ struct it_bg_post {
 };
 int it_bg_post_start(struct it_bg_post *p);
 void it_bg_post_join(struct it_bg_post *p);
+
+/* Sleep us microseconds. */
+void it_sleep_us(long us);
+
+/* A Redis lock client (locks/rlock.h) on the stack's Redis as `instance`,
+ * connect timeout 200 ms, command timeout 1 s; NULL (and prints why) when
+ * it cannot be made or has an error. Free with rlock_client_free. */
+struct rlock_client *it_rlock_client(const char *instance);
 
 #endif

@@ -30,12 +30,6 @@
 
 #define NWAITERS 6
 
-static void sleep_ms(long ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
 /* A connection to the stack's Redis (1 s timeouts); fails the test when
  * there is none. */
 static redisContext *raw(void)
@@ -61,13 +55,11 @@ static long long raw_int(redisContext *c, const char *fmt, ...)
     return v;
 }
 
+/* The lock client "fairtest"; fails the test when there is none. */
 static struct rlock_client *client(void)
 {
-    struct rlock_config cfg = {.port = (int)it.redis_port, .instance = "fairtest",
-                               .connect_timeout_ms = 200, .cmd_timeout_ms = 1000};
-    struct rlock_client *c = rlock_client_new(&cfg);
+    struct rlock_client *c = it_rlock_client("fairtest");
     assert_non_null(c);
-    assert_int_equal(rlock_client_err(c, NULL), RLOCK_OK);
     return c;
 }
 
@@ -100,7 +92,7 @@ static void *waiter_main(void *p)
     w->rc = rlock_acquire(l, 10000);
     if (w->rc == RLOCK_OK) {
         w->got_slot = atomic_fetch_add(w->next_slot, 1);
-        sleep_ms(20);
+        it_sleep_us(20 * 1000L);
         rlock_release(l);
     }
     rlock_free(l);
@@ -140,11 +132,11 @@ static unsigned long long queue_run(int fair, const char *name, int slots[NWAITE
                             ? (long long)(now.waits - before.waits) : -1);
             if (n == i + 1)
                 break;
-            sleep_ms(20);
+            it_sleep_us(20 * 1000L);
         }
         assert_int_equal(n, i + 1);
         if (!fair)   /* waiters sit on their slices, not on their own sockets */
-            sleep_ms(30);
+            it_sleep_us(30 * 1000L);
     }
     assert_int_equal(rlock_release(holder), RLOCK_OK);
     for (int i = 0; i < NWAITERS; i++)

@@ -32,12 +32,6 @@
 #include "base/util.h"
 #include "locks/rlock.h"
 
-static void sleep_us(long us)
-{
-    struct timespec ts = {us / 1000000, (us % 1000000) * 1000L};
-    nanosleep(&ts, NULL);
-}
-
 /* A connection to the stack's Redis (1 s timeouts); fails the test when
  * there is none. */
 static redisContext *raw(void)
@@ -64,13 +58,11 @@ static long long script_calls(redisContext *c)
     return n;
 }
 
+/* A lock client as `instance`; fails the test when there is none. */
 static struct rlock_client *client(const char *instance)
 {
-    struct rlock_config cfg = {.port = (int)it.redis_port, .instance = instance,
-                               .connect_timeout_ms = 200, .cmd_timeout_ms = 1000};
-    struct rlock_client *c = rlock_client_new(&cfg);
+    struct rlock_client *c = it_rlock_client(instance);
     assert_non_null(c);
-    assert_int_equal(rlock_client_err(c, NULL), RLOCK_OK);
     return c;
 }
 
@@ -119,7 +111,7 @@ static void *worker_main(void *p)
         if (atomic_fetch_add(&sh->inside, 1) != 0)
             atomic_fetch_add(&sh->overlaps, 1);
         long v = atomic_load_explicit(&sh->counter, memory_order_relaxed);
-        sleep_us(sh->hold_us);
+        it_sleep_us(sh->hold_us);
         atomic_store_explicit(&sh->counter, v + 1, memory_order_relaxed);
         if (w->check) {   /* the hash field Redis holds is this holder's token */
             redisReply *r = redisCommand(w->check, "HGET %s %s", sh->key, rlock_token(l));
@@ -233,7 +225,7 @@ static void test_handoff_run_is_bounded(void **state)
         w[i] = (struct worker){.sh = &sh, .c = a};
         assert_int_equal(pthread_create(&t[i], NULL, worker_main, &w[i]), 0);
     }
-    sleep_us(200000);   /* A's chain is running */
+    it_sleep_us(200000);   /* A's chain is running */
     struct shared sb = {.key = key, .ttl_ms = 10000, .hold_us = 1000, .loops = 5};
     struct worker wb = {.sh = &sb, .c = b};
     worker_main(&wb);
