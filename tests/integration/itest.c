@@ -1,6 +1,11 @@
 /* Integration test helpers (see itest.h). */
 #include "itest.h"
 
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
 #include <arpa/inet.h>
 #include <curl/curl.h>
 #include <hiredis/hiredis.h>
@@ -8,7 +13,6 @@
 #include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -604,6 +608,14 @@ int it_bg_post_start(struct it_bg_post *p)
     return pthread_create(&p->thread, NULL, bg_post_main, p) == 0 ? 0 : -1;
 }
 
+int it_bg_deduct(struct it_bg_post *p, const char *base_url, const char *body)
+{
+    snprintf(p->url, sizeof(p->url), "%s/inventory/deduct", base_url);
+    snprintf(p->body, sizeof(p->body), "%s", body);
+    p->status = -1;
+    return it_bg_post_start(p);
+}
+
 void it_bg_post_join(struct it_bg_post *p)
 {
     pthread_join(p->thread, NULL);
@@ -626,4 +638,48 @@ struct rlock_client *it_rlock_client(const char *instance)
     fprintf(stderr, "itest: redis lock client %s: %s\n", instance, why ? why : "error");
     rlock_client_free(c);
     return NULL;
+}
+
+long long it_decr_kill_mid_sale(const char *name, long port, const char *sku,
+                                const char *order_id, long hold_ms, int tries, long *status)
+{
+    char url[160], body[256], key[160];
+    *status = -1;
+    int pid = it_start_inventory_up(name, port, url, sizeof(url));
+    if (pid <= 0)
+        return -10;
+    if (it_seed(sku, 10) != 200) {
+        it_kill(pid, SIGKILL, 2000);
+        return -11;
+    }
+    snprintf(body, sizeof(body),
+             "{\"sku\":\"%s\",\"order_id\":\"%s\",\"guard\":\"redis-decr\","
+             "\"hold_ms\":%ld}", sku, order_id, hold_ms);
+    struct it_bg_post held;
+    if (it_bg_deduct(&held, url, body) != 0) {
+        it_kill(pid, SIGKILL, 2000);
+        return -12;
+    }
+    snprintf(key, sizeof(key), "stock:{%s}", sku);
+    long long rs = it_redis_get_until(key, 9, tries, 20);
+    int killed = it_kill(pid, SIGKILL, 2000);   /* mid hold_ms */
+    it_bg_post_join(&held);
+    *status = held.status;
+    return killed == 0 ? rs : -13;
+}
+
+void it_audit_json(int inst, const char *sku, struct it_resp *r)
+{
+    char url[256];
+    snprintf(url, sizeof(url), "%s/inventory/%s/audit", it.inventory[inst], sku);
+    assert_int_equal(it_http("GET", url, NULL, r), 200);
+    assert_non_null(r->json);
+}
+
+long long it_audit_field(const struct it_resp *r, const char *name)
+{
+    json_t *v = json_object_get(r->json, name);
+    if (!json_is_integer(v))
+        fail_msg("audit has no integer '%s': %s", name, r->body);
+    return json_integer_value(v);
 }

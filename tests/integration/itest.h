@@ -151,6 +151,9 @@ struct it_bg_post {
     pthread_t thread;
 };
 int it_bg_post_start(struct it_bg_post *p);
+/* it_bg_post_start of POST base_url/inventory/deduct with `body` (status
+ * -1 until answered); 0 on success. */
+int it_bg_deduct(struct it_bg_post *p, const char *base_url, const char *body);
 void it_bg_post_join(struct it_bg_post *p);
 
 /* Sleep us microseconds. */
@@ -160,5 +163,22 @@ void it_sleep_us(long us);
  * connect timeout 200 ms, command timeout 1 s; NULL (and prints why) when
  * it cannot be made or has an error. Free with rlock_client_free. */
 struct rlock_client *it_rlock_client(const char *instance);
+
+/* A redis-decr sale killed between its Redis decision and its MySQL write:
+ * start inventory `name` on port (it_start_inventory_up), seed sku with
+ * 10, send it the sale of one unit (order_id, hold_ms) in the background,
+ * read stock:{sku} in Redis until 9 (tries reads, 20 ms apart), SIGKILL
+ * the instance, collect the sale (*status: its answer, 0 when none).
+ * Returns the Redis stock last read (9: decided), or -10 when the instance
+ * did not start, -11 the seed failed, -12 no thread, -13 the kill failed. */
+long long it_decr_kill_mid_sale(const char *name, long port, const char *sku,
+                                const char *order_id, long hold_ms, int tries, long *status);
+
+/* GET sku's audit from inventory `inst` into r (caller frees with
+ * it_resp_free). Asserts with cmocka (call it inside a test): fails the
+ * test unless it answers 200 with a JSON body. */
+void it_audit_json(int inst, const char *sku, struct it_resp *r);
+/* An integer field of such an audit; fails the test (cmocka) when absent. */
+long long it_audit_field(const struct it_resp *r, const char *name);
 
 #endif

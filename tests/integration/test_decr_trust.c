@@ -29,62 +29,22 @@ static void nap_ms(long ms)
 /* The SKU's redis-decr stock in Redis (see it_redis_num). */
 static long long redis_stock(const char *sku) { return it_redis_num("GET stock:{%s}", sku); }
 
-/* Starts the held sale h and waits (tries reads, nap ms apart) for its
- * decision in Redis: the SKU's stock there at `want`. Returns the last
- * value read. */
-static long long start_held_sale(struct it_bg_post *h, const char *sku, long long want,
-                                 int tries, long nap)
-{
-    char key[160];
-    snprintf(key, sizeof(key), "stock:{%s}", sku);
-    assert_int_equal(it_bg_post_start(h), 0);
-    return it_redis_get_until(key, want, tries, nap);
-}
-
-/* The audit as JSON from inventory `inst` (caller frees); fails the test
- * unless it answers 200. */
-static void audit_json(int inst, const char *sku, struct it_resp *r)
-{
-    char url[256];
-    snprintf(url, sizeof(url), "%s/inventory/%s/audit", it.inventory[inst], sku);
-    assert_int_equal(it_http("GET", url, NULL, r), 200);
-    assert_non_null(r->json);
-}
-
-static long long field(const struct it_resp *r, const char *name)
-{
-    json_t *v = json_object_get(r->json, name);
-    if (!json_is_integer(v))
-        fail_msg("audit has no integer '%s': %s", name, r->body);
-    return json_integer_value(v);
-}
-
 /* Killed mid-sale, then nothing sold: the audit alone must settle the
  * intent once its write deadline has passed. */
 static void test_decr_stale_intent_settled_by_audit(void **state)
 {
-    char url[160];
-    int pid = it_start_inventory_up("inventory-decr-idle-kill", it_port_base() + 48, url,
-                                    sizeof(url));
-    assert_true(pid > 0);
-    assert_int_equal(it_seed("Td-idle", 10), 200);
-    struct it_bg_post held = {.status = -1};
-    snprintf(held.url, sizeof(held.url), "%s/inventory/deduct", url);
-    snprintf(held.body, sizeof(held.body),
-             "{\"sku\":\"Td-idle\",\"order_id\":\"td-idle-1\",\"guard\":\"redis-decr\","
-             "\"hold_ms\":2000}");
-    long long rs = start_held_sale(&held, "Td-idle", 9, 200, 20);
-    assert_int_equal(it_kill(pid, SIGKILL, 2000), 0);   /* mid hold_ms */
-    it_bg_post_join(&held);
+    long st;
+    long long rs = it_decr_kill_mid_sale("inventory-decr-idle-kill", it_port_base() + 48,
+                                         "Td-idle", "td-idle-1", 2000, 200, &st);
     assert_int_equal(rs, 9);
     nap_ms(5000);   /* hold 2 s + twice the write margin: it cannot land now */
     struct it_resp r;
-    audit_json(0, "Td-idle", &r);
+    it_audit_json(0, "Td-idle", &r);
     long long rd = redis_stock("Td-idle");
     long long intents = it_redis_num("ZCARD stock:{%s}:intents", "Td-idle");
     print_message("idle SKU after the kill: %s; Redis %lld, intents %lld\n", r.body, rd,
                   intents);
-    long long drift = field(&r, "drift"), stock = field(&r, "stock");
+    long long drift = it_audit_field(&r, "drift"), stock = it_audit_field(&r, "stock");
     int consistent = json_is_true(json_object_get(r.json, "consistent"));
     it_resp_free(&r);
     assert_int_equal(drift, 0);
@@ -98,21 +58,21 @@ static void test_decr_stale_intent_settled_by_audit(void **state)
 static void test_decr_reseed_during_sale_elsewhere(void **state)
 {
     assert_int_equal(it_seed("Td-reseed", 10), 200);
-    struct it_bg_post held = {.status = -1};
-    snprintf(held.url, sizeof(held.url), "%s/inventory/deduct", it.inventory[1]);
-    snprintf(held.body, sizeof(held.body),
-             "{\"sku\":\"Td-reseed\",\"order_id\":\"td-reseed-1\",\"guard\":\"redis-decr\","
-             "\"hold_ms\":1500}");
-    long long rs = start_held_sale(&held, "Td-reseed", 9, 200, 10);
+    struct it_bg_post held;
+    assert_int_equal(it_bg_deduct(&held, it.inventory[1],
+                                  "{\"sku\":\"Td-reseed\",\"order_id\":\"td-reseed-1\","
+                                  "\"guard\":\"redis-decr\",\"hold_ms\":1500}"), 0);
+    long long rs = it_redis_get_until("stock:{Td-reseed}", 9, 200, 10);
     assert_int_equal(rs, 9);                           /* decided in Redis */
     assert_int_equal(it_seed("Td-reseed", 10), 200);   /* on inventory-1 */
     it_bg_post_join(&held);
     struct it_resp r;
-    audit_json(0, "Td-reseed", &r);
+    it_audit_json(0, "Td-reseed", &r);
     long long rd = redis_stock("Td-reseed");
     print_message("sale held across a reseed answered %ld; audit %s; Redis %lld\n",
                   held.status, r.body, rd);
-    long long drift = field(&r, "drift"), stock = field(&r, "stock"), sold = field(&r, "sold");
+    long long drift = it_audit_field(&r, "drift"), stock = it_audit_field(&r, "stock");
+    long long sold = it_audit_field(&r, "sold");
     it_resp_free(&r);
     assert_int_not_equal(held.status, 200);
     assert_int_equal(stock, 10);
@@ -153,8 +113,9 @@ static void test_decr_repeats_in_groups(void **state)
     print_message("40 repeats of one order: 200:%d 503:%d 409:%d\n", l.by_status[200],
                   l.by_status[503], l.by_status[409]);
     struct it_resp r;
-    audit_json(1, "Td-rep", &r);
-    long long stock = field(&r, "stock"), sold = field(&r, "sold"), drift = field(&r, "drift");
+    it_audit_json(1, "Td-rep", &r);
+    long long stock = it_audit_field(&r, "stock"), sold = it_audit_field(&r, "sold");
+    long long drift = it_audit_field(&r, "drift");
     it_resp_free(&r);
     assert_int_equal(l.by_status[200], 40);
     assert_int_equal(stock, 49);

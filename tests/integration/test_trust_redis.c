@@ -45,31 +45,12 @@ static const char *deduct_url(int i)
     return u[i];
 }
 
-/* The audit as JSON (caller frees with it_resp_free); fails the test when
- * it does not answer 200. */
-static void audit_json(const char *sku, struct it_resp *r)
-{
-    char url[256];
-    snprintf(url, sizeof(url), "%s/inventory/%s/audit", it.inventory[1], sku);
-    assert_int_equal(it_http("GET", url, NULL, r), 200);
-    assert_non_null(r->json);
-}
-
-/* An integer field of the audit; fails the test when it is absent. */
-static long long field(const struct it_resp *r, const char *name)
-{
-    json_t *v = json_object_get(r->json, name);
-    if (!json_is_integer(v))
-        fail_msg("audit has no integer '%s': %s", name, r->body);
-    return json_integer_value(v);
-}
-
 static void drain(const char *sku)
 {
     for (long waited = 0; waited < DRAIN_MS; waited += 100) {
         struct it_resp r;
-        audit_json(sku, &r);
-        long long p = field(&r, "pending");
+        it_audit_json(1, sku, &r);
+        long long p = it_audit_field(&r, "pending");
         it_resp_free(&r);
         if (p == 0)
             return;
@@ -98,15 +79,15 @@ static void drift_case(const char *sku, const char *guard_json, const char *redi
     }
     drain(sku);
     struct it_resp r;
-    audit_json(sku, &r);
+    it_audit_json(1, sku, &r);
     print_message("%s settled: %s\n", sku, r.body);
-    assert_int_equal(field(&r, "drift"), 0);
+    assert_int_equal(it_audit_field(&r, "drift"), 0);
     assert_true(json_is_true(json_object_get(r.json, "consistent")));
     it_resp_free(&r);
     assert_true(it_redis_num("DECRBY %s %s", redis_key, "2") >= 0);
-    audit_json(sku, &r);
+    it_audit_json(1, sku, &r);
     print_message("%s with 2 units gone from Redis: %s\n", sku, r.body);
-    assert_int_equal(field(&r, "drift"), -2);
+    assert_int_equal(it_audit_field(&r, "drift"), -2);
     assert_true(json_is_false(json_object_get(r.json, "consistent")));
     it_resp_free(&r);
 }
@@ -129,8 +110,8 @@ static void test_drift_only_for_guards_that_sold(void **state)
     assert_int_equal(sell(0, "Tb-drift-c", "tb-drift-c-1", "\"guard\":\"conditional-update\""),
                      200);
     struct it_resp r;
-    audit_json("Tb-drift-c", &r);
-    assert_int_equal(field(&r, "drift"), 0);
+    it_audit_json(1, "Tb-drift-c", &r);
+    assert_int_equal(it_audit_field(&r, "drift"), 0);
     assert_true(json_is_true(json_object_get(r.json, "consistent")));
     it_resp_free(&r);
 }
@@ -203,7 +184,7 @@ static void test_audit_one_snapshot_during_drain(void **state)
     clock_gettime(CLOCK_MONOTONIC, &t0);
     for (int i = 0; i < 2000 && !atomic_load(&bg_done); i++) {
         struct it_resp r;
-        audit_json(sku, &r);
+        it_audit_json(1, sku, &r);
         json_t *dv = json_object_get(r.json, "drift");
         audits_load++;
         if (!json_is_integer(dv) || json_integer_value(dv) != 0) {
@@ -238,7 +219,7 @@ static void test_audit_one_snapshot_during_drain(void **state)
             nap_ms(5);
             continue;
         }
-        long long sold = field(&r, "sold"), pu = field(&r, "pending_units");
+        long long sold = it_audit_field(&r, "sold"), pu = it_audit_field(&r, "pending_units");
         json_t *dv = json_object_get(r.json, "drift");
         audits++;
         bad_sum += sold + pu != answered;
@@ -294,22 +275,11 @@ static void test_fence_counter_behind_row(void **state)
  * can no longer land (its write deadline has passed): Redis = MySQL. */
 static void test_decr_killed_between_redis_and_mysql(void **state)
 {
-    char url[160];
-    int pid = it_start_inventory_up("inventory-decr-kill", it_port_base() + 44, url,
-                                    sizeof(url));
-    assert_true(pid > 0);
-    assert_int_equal(it_seed("Tb-kill", 10), 200);
-    struct it_bg_post held = {.status = -1};
-    snprintf(held.url, sizeof(held.url), "%s/inventory/deduct", url);
-    snprintf(held.body, sizeof(held.body),
-             "{\"sku\":\"Tb-kill\",\"order_id\":\"tb-kill-1\","
-             "\"guard\":\"redis-decr\",\"hold_ms\":3000}");
-    assert_int_equal(it_bg_post_start(&held), 0);
-    long long rs = it_redis_get_until("stock:{Tb-kill}", 9, 100, 20);
-    assert_int_equal(it_kill(pid, SIGKILL, 2000), 0);   /* mid hold_ms */
-    it_bg_post_join(&held);
+    long st;
+    long long rs = it_decr_kill_mid_sale("inventory-decr-kill", it_port_base() + 44, "Tb-kill",
+                                         "tb-kill-1", 3000, 100, &st);
     print_message("Redis decided (stock %lld), instance killed; the sale answered %ld\n", rs,
-                  held.status);
+                  st);
     assert_int_equal(rs, 9);
     nap_ms(6000);   /* hold 3 s + the write margin + the grace: it cannot land now */
     assert_int_equal(sell(0, "Tb-kill", "tb-kill-2", "\"guard\":\"redis-decr\""), 200);
