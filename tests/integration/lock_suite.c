@@ -149,31 +149,53 @@ void ls_fencing(const char *guard, const char *sku, const char *const base[2])
     assert_true(a.consistent);
 }
 
+/* A lock holder and a buyer after it: their deduct URLs and bodies, the
+ * holder's sale and thread. */
+struct holder_buyer {
+    char url_h[256], url_b[256], hb[320], bb[320];
+    struct ls_sale h;
+    pthread_t t;
+};
+
+/* Seeds sku with `stock`, sends the holder's sale (holding the lock
+ * hold_ms, plus holder_extra fields) in p->t, and prepares the buyer's
+ * (waiting up to 8 s for the lock, plus buyer_extra). Returns
+ * ls_wait_count for the holder's lock entry (0: it holds the lock); fails
+ * the test when the seed or the thread fails. */
+static int start_holder(struct holder_buyer *p, const char *guard, const char *sku,
+                        long long stock, const char *holder_base, long hold_ms,
+                        const char *holder_extra, const char *buyer_base,
+                        const char *buyer_extra, ls_count_fn count)
+{
+    assert_int_equal(it_seed(sku, stock), 200);
+    ls_deduct_url(holder_base, p->url_h, sizeof(p->url_h));
+    ls_deduct_url(buyer_base, p->url_b, sizeof(p->url_b));
+    char fields[200];
+    snprintf(fields, sizeof(fields), ",\"hold_ms\":%ld%s", hold_ms, holder_extra);
+    sale_body(p->hb, sizeof(p->hb), sku, guard, fields, "holder");
+    snprintf(fields, sizeof(fields), ",\"lock_wait_ms\":8000%s", buyer_extra);
+    sale_body(p->bb, sizeof(p->bb), sku, guard, fields, "buyer");
+    p->h = (struct ls_sale){.url = p->url_h, .body = p->hb};
+    assert_int_equal(pthread_create(&p->t, NULL, ls_sale_run, &p->h), 0);
+    return ls_wait_count(count, sku, 1);
+}
+
 void ls_killed_holder_frees(const char *guard, const char *sku, const char *holder_base,
                             int pid, const char *holder_extra, const char *buyer_base,
                             ls_count_fn count, double min_wait_s)
 {
-    assert_int_equal(it_seed(sku, 5), 200);
-    char url_h[256], url_b[256], hb[256], bb[256];
-    ls_deduct_url(holder_base, url_h, sizeof(url_h));
-    ls_deduct_url(buyer_base, url_b, sizeof(url_b));
-    char fields[200];
-    snprintf(fields, sizeof(fields), ",\"hold_ms\":8000%s", holder_extra);
-    sale_body(hb, sizeof(hb), sku, guard, fields, "holder");
-    sale_body(bb, sizeof(bb), sku, guard, ",\"lock_wait_ms\":8000", "buyer");
-    struct ls_sale h = {.url = url_h, .body = hb};
-    pthread_t t;
-    assert_int_equal(pthread_create(&t, NULL, ls_sale_run, &h), 0);
-    int held = ls_wait_count(count, sku, 1);
+    struct holder_buyer p;
+    int held = start_holder(&p, guard, sku, 5, holder_base, 8000, holder_extra, buyer_base, "",
+                            count);
     it_kill(pid, SIGKILL, 5000);
     double t0 = ls_now_s();
-    long st = it_status("POST", url_b, bb);
+    long st = it_status("POST", p.url_b, p.bb);
     double took = ls_now_s() - t0;
-    pthread_join(t, NULL);
+    pthread_join(p.t, NULL);
     print_message("%s: buyer after the holder's kill: %ld in %.2f s (holder: %ld)\n", guard, st,
-                  took, h.status);
+                  took, p.h.status);
     assert_int_equal(held, 0);
-    assert_int_equal(h.status, 0);          /* the holder never answered */
+    assert_int_equal(p.h.status, 0);        /* the holder never answered */
     assert_int_equal(st, 200);
     assert_true(took >= min_wait_s);        /* it waited for the holder's entry to go */
     assert_int_equal(count(sku), 0);
@@ -189,32 +211,22 @@ void ls_paused_holder(const char *guard, const char *sku, const char *holder_bas
                       struct ls_paused *out)
 {
     memset(out, 0, sizeof(*out));
-    assert_int_equal(it_seed(sku, 1), 200);
-    char url_h[256], url_b[256], hb[320], bb[320];
-    ls_deduct_url(holder_base, url_h, sizeof(url_h));
-    ls_deduct_url(buyer_base, url_b, sizeof(url_b));
-    char fields[200];
-    snprintf(fields, sizeof(fields), ",\"hold_ms\":6000%s", extra);
-    sale_body(hb, sizeof(hb), sku, guard, fields, "holder");
-    snprintf(fields, sizeof(fields), ",\"lock_wait_ms\":8000%s", extra);
-    sale_body(bb, sizeof(bb), sku, guard, fields, "buyer");
-    struct ls_sale h = {.url = url_h, .body = hb};
-    pthread_t t;
-    assert_int_equal(pthread_create(&t, NULL, ls_sale_run, &h), 0);
-    int held = ls_wait_count(count, sku, 1);
+    struct holder_buyer p;
+    int held = start_holder(&p, guard, sku, 1, holder_base, 6000, extra, buyer_base, extra,
+                            count);
     usleep(300 * 1000);        /* past the lock wait, into hold_ms */
     kill(pid, SIGSTOP);
     /* The buyer waits for the lock; it gets it once the holder's lease or
      * session ran out. */
     double t0 = ls_now_s();
-    out->buyer_status = it_status("POST", url_b, bb);
+    out->buyer_status = it_status("POST", p.url_b, p.bb);
     out->buyer_took_s = ls_now_s() - t0;
     kill(pid, SIGCONT);
-    pthread_join(t, NULL);
-    out->holder_status = h.status;
-    snprintf(out->holder_error, sizeof(out->holder_error), "%s", h.error);
+    pthread_join(p.t, NULL);
+    out->holder_status = p.h.status;
+    snprintf(out->holder_error, sizeof(out->holder_error), "%s", p.h.error);
     print_message("%s [%s]: buyer %ld after %.2f s; holder resumed: %ld %s\n", guard, extra,
-                  out->buyer_status, out->buyer_took_s, h.status, h.error);
+                  out->buyer_status, out->buyer_took_s, p.h.status, p.h.error);
     it_stop_pid(pid);
     assert_int_equal(held, 0);
     assert_int_equal(out->buyer_status, 200);
