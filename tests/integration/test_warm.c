@@ -21,17 +21,26 @@ static long long app_connections(void)
                         "WHERE USER = 'lab_app'");
 }
 
+/* Starts inventory `name` on port base + port_off with `threads` workers
+ * (it_start_inventory returns once /healthz answers 200), reads probe()
+ * while it is up, stops it; fails the test when it does not start. */
+static long long probe_at_ready(const char *name, long port_off, const char *threads,
+                                long long (*probe)(void))
+{
+    const char *args[] = {"--threads", threads, NULL};
+    int pid = it_start_inventory(name, it_port_base() + port_off, NULL, args);
+    assert_true(pid > 0);
+    long long v = probe();
+    it_stop_pid(pid);
+    return v;
+}
+
 static void test_ready_means_every_worker_connected(void **state)
 {
     const long threads = 6;
     long long before = app_connections();
     assert_true(before >= 0);
-    long port = it_port_base() + 23;
-    const char *args[] = {"--threads", "6", NULL};
-    int pid = it_start_inventory("inventory-warm", port, NULL, args);   /* waits for 200 */
-    assert_true(pid > 0);
-    long long after = app_connections();
-    it_stop_pid(pid);
+    long long after = probe_at_ready("inventory-warm", 23, "6", app_connections);
     print_message("warm: lab_app connections %lld -> %lld (%ld workers)\n", before, after,
                   threads);
     /* Every worker's own connection, plus the one of the /healthz thread. */
@@ -75,12 +84,7 @@ static void test_ready_means_scripts_loaded(void **state)
 {
     freeReplyObject(redis_do("SCRIPT FLUSH"));
     assert_int_equal(cached_scripts(), 0);
-    long port = it_port_base() + 24;
-    const char *args[] = {"--threads", "2", NULL};
-    int pid = it_start_inventory("inventory-warm2", port, NULL, args);   /* waits for 200 */
-    assert_true(pid > 0);
-    long long n = cached_scripts();
-    it_stop_pid(pid);
+    long long n = probe_at_ready("inventory-warm2", 24, "2", cached_scripts);
     print_message("warm: %lld script(s) cached in Redis at ready\n", n);
     assert_true(n >= 3);
 }
