@@ -69,8 +69,10 @@ static int conditional_deduct(const struct guard *self, const struct deduct_env 
                               const struct deduct_req *req, struct deduct_res *res)
 {
     for (int i = 0; i <= env->max_retries; i++) {
-        if (attempt(self, env, req, res) != DB_ERETRY)
+        if (attempt(self, env, req, res) != DB_ERETRY) {
+            stock_refused(env, req, res);
             return 0;
+        }
         res->retries++;
         util_sleep_ms(util_backoff_ms(i, 20));
         if (stock_past_deadline(req, res))
@@ -87,5 +89,8 @@ const struct guard guard_conditional_update = {
     .how = "one statement: UPDATE ... SET stock=stock-? WHERE sku=? AND stock>=?",
     .expect = "correct",
     .safe_across_instances = 1,
+    /* A repeated order id fails the ledger insert, or is found by the
+     * refusal paths (stock_refused): no ledger read before every sale. */
+    .own_idempotency = 1,
     .deduct = conditional_deduct,
 };
