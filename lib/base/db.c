@@ -317,6 +317,7 @@ static long long run_once(struct db_conn *c, const char *sql, const char *in,
     long long result;
     if (mysql_stmt_field_count(st) == 0) {
         result = (long long)mysql_stmt_affected_rows(st);
+        c->insert_id = (unsigned long long)mysql_stmt_insert_id(st);
     } else {
         if (nout && mysql_stmt_bind_result(st, rb) != 0)
             return classify(c, mysql_stmt_errno(st), mysql_stmt_error(st));

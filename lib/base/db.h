@@ -70,6 +70,9 @@ struct db_conn {
     long lock_wait_s;        /* the session's innodb_lock_wait_timeout now */
     long conflicts;          /* deadlocks, lock wait timeouts and (Galera)
                               * certification failures seen: only grows */
+    unsigned long long insert_id; /* the last db_run that was not a SELECT:
+                              * its mysql_stmt_insert_id, which is also the
+                              * value of a LAST_INSERT_ID(expr) it set */
     struct { const char *sql; MYSQL_STMT *stmt; } cache[DB_STMT_CACHE];
 };
 

@@ -14,7 +14,7 @@ static int attempt(const struct guard *self, const struct deduct_env *env,
     long long n, stock = 0, version;
     double t0 = util_now();
     if ((n = db_begin(env->db)) < 0 ||
-        (n = store_take_if_enough(env->db, req->sku, req->qty)) < 0)
+        (n = store_take_if_enough_left(env->db, req->sku, req->qty, &stock)) < 0)
         goto db_fail;
     res->lock_wait_s = util_now() - t0;
     if (n == 0) {
@@ -33,12 +33,7 @@ static int attempt(const struct guard *self, const struct deduct_env *env,
         db_rollback(env->db);
         return 0;
     }
-    /* Our own uncommitted row: this read sees exactly what we left. */
-    int found = store_read(env->db, req->sku, 0, &stock, &version);
-    if (found <= 0) {
-        n = found < 0 ? found : DB_ERR;
-        goto db_fail;
-    }
+    /* stock: what our UPDATE left, from its own reply (no read after it). */
     if ((n = store_ledger_insert(env->db, req->order_id, req->sku, req->qty, stock,
                                  self->name, env->instance)) < 0)
         goto db_fail;

@@ -60,13 +60,25 @@ static void test_repeat_after_the_last_unit(void **state)
     for (size_t i = 0; i < sizeof(guards) / sizeof(guards[0]); i++) {
         snprintf(sku, sizeof(sku), "T-last-%zu", i);
         snprintf(other, sizeof(other), "T-last-other-%zu", i);
-        assert_int_equal(it_seed(sku, 1), 200);
+        assert_int_equal(it_seed(sku, 2), 200);
         assert_int_equal(it_seed(other, 0), 200);
         snprintf(body, sizeof(body), "{\"sku\":\"%s\",\"order_id\":\"last-%zu\",\"guard\":\"%s\"}",
                  sku, i, guards[i]);
+        char first[256];
+        snprintf(first, sizeof(first), "{\"sku\":\"%s\",\"order_id\":\"first-%zu\",\"guard\":\"%s\"}",
+                 sku, i, guards[i]);
         struct it_resp r;
+        assert_int_equal(it_http("POST", u, first, &r), 200);
+        assert_int_equal(json_integer_value(json_object_get(r.json, "remaining")), 1);
+        it_resp_free(&r);
         assert_int_equal(it_http("POST", u, body, &r), 200);
         assert_null(json_object_get(r.json, "duplicate"));
+        assert_int_equal(json_integer_value(json_object_get(r.json, "remaining")), 0);
+        it_resp_free(&r);
+        /* The first sale's repeat: its own remaining, from its ledger row. */
+        assert_int_equal(it_http("POST", u, first, &r), 200);
+        assert_true(json_is_true(json_object_get(r.json, "duplicate")));
+        assert_int_equal(json_integer_value(json_object_get(r.json, "remaining")), 1);
         it_resp_free(&r);
         long st = it_http("POST", u, body, &r);
         if (st != 200 || !json_is_true(json_object_get(r.json, "duplicate")))
@@ -83,7 +95,7 @@ static void test_repeat_after_the_last_unit(void **state)
         struct it_audit a;
         assert_int_equal(it_audit(sku, &a), 0);
         assert_int_equal(a.stock, 0);
-        assert_int_equal(a.sold, 1);
+        assert_int_equal(a.sold, 2);
         assert_true(a.consistent);
     }
 }
