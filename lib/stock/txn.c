@@ -290,11 +290,13 @@ int stock_record_relative_seeded(const char *guard_name, const struct deduct_env
     if (stock_past_deadline(req, res))
         return STOCK_NOT_COMMITTED;
     if ((n = db_begin(env->db)) < 0 ||
-        (n = seeds < 0 ? store_take_if_enough(env->db, req->sku, req->qty)
+        (n = seeds < 0 ? store_take_if_enough_left(env->db, req->sku, req->qty, &stock)
                        : store_take_if_enough_seeded(env->db, req->sku, req->qty, seeds)) < 0)
         goto fail;
-    int found = seeds < 0 ? store_read(env->db, req->sku, 0, &stock, &version)
-                          : store_read_seeded(env->db, req->sku, &stock, &version, &now_seeds);
+    /* Unseeded, a write that took hands back what it left: no read. */
+    int found = seeds < 0 && n == 1 ? 1
+                : seeds < 0 ? store_read(env->db, req->sku, 0, &stock, &version)
+                            : store_read_seeded(env->db, req->sku, &stock, &version, &now_seeds);
     if (found <= 0) {
         if (found == 0) {
             db_rollback(env->db);
