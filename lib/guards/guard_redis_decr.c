@@ -114,6 +114,17 @@ static struct rconn_script clear_group_script = RCONN_SCRIPT(
     "end "
     "return #ARGV");
 
+/* KEYS[1] intent details; ARGV[1] an order_id. 1 when a sale of that
+ * order is an intent (decided in Redis, its MySQL write not yet known),
+ * else 0. Scans the intents: run only on the out-of-stock path, and there
+ * are at most as many as sales on their way to MySQL. */
+static struct rconn_script in_flight_script = RCONN_SCRIPT(
+    "local p = ARGV[1] .. '\\n' "
+    "for _, d in ipairs(redis.call('HVALS', KEYS[1])) do "
+    "  if string.sub(d, 1, #p) == p then return 1 end "
+    "end "
+    "return 0");
+
 /* A sale's intent: its nonce and keys. */
 struct intent {
     char nonce[96];
@@ -432,6 +443,32 @@ static void clear_recorded(struct relative_item *items, int n)
     freeReplyObject(rconn_eval(redis->pool, err, sizeof(err), &clear_group_script, 2, argc, argv));
 }
 
+/* Is a sale of order_id an intent in `hash` (on its way to MySQL)? 0 no;
+ * 1 yes, res answered DEDUCT_IN_PROGRESS; -1 Redis could not tell, res
+ * answered DEDUCT_UNAVAILABLE (nothing changed either way). */
+static int order_in_flight(const char *hash, const char *order_id, struct deduct_res *res)
+{
+    char err[128];
+    const char *argv[2] = {hash, order_id};
+    redisReply *r = rconn_eval(redis->pool, err, sizeof(err), &in_flight_script, 1, 2, argv);
+    int busy = !r || r->type != REDIS_REPLY_INTEGER ? -1 : r->integer == 1;
+    if (r && busy < 0)
+        snprintf(err, sizeof(err), "unexpected reply");
+    freeReplyObject(r);
+    if (busy == 1) {
+        res->outcome = DEDUCT_IN_PROGRESS;
+        snprintf(res->detail, sizeof(res->detail),
+                 "order %.64s in progress: its sale is on its way to MySQL; nothing changed, "
+                 "repeat it later", order_id);
+    } else if (busy < 0) {
+        res->outcome = DEDUCT_UNAVAILABLE;
+        snprintf(res->detail, sizeof(res->detail),
+                 "Redis could not tell whether order %.40s is in progress: %.40s", order_id,
+                 err);
+    }
+    return busy;
+}
+
 static int redis_decr_deduct(const struct guard *self, const struct deduct_env *env,
                              const struct deduct_req *req, struct deduct_res *res)
 {
@@ -456,6 +493,12 @@ static int redis_decr_deduct(const struct guard *self, const struct deduct_env *
         return 0;
     }
     if (left == -1) {
+        /* A repeat of a sale still on its way to MySQL (its intent holds
+         * the unit; no ledger row yet) is not out of stock: asked first,
+         * so a first sale that lands in between is found in the ledger. */
+        int busy = order_in_flight(in.hash, req->order_id, res);
+        if (busy != 0)
+            return 0;
         /* own_idempotency: a repeat of a sale already recorded is its echo,
          * whatever the stock is now (asked only here, on the rare path). */
         struct ledger_row row;

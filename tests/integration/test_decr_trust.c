@@ -166,7 +166,7 @@ static void test_decr_repeat_in_flight_is_in_progress(void **state)
     assert_string_equal(err, "order_in_progress");
     it_resp_free(&r);
     assert_int_equal(redis_stock("Td-infl"), 0);            /* nothing changed */
-    assert_int_equal(it_sql_value("SELECT COUNT(*) FROM ledger WHERE order_id='td-infl-1'"), 0);
+    assert_int_equal(it_sql_value("SELECT COUNT(*) FROM db_shopping.ledger WHERE order_id='td-infl-1'"), 0);
     it_bg_post_join(&held);
     assert_int_equal(held.status, 200);
     assert_int_equal(it_http("POST", u1, rep, &r), 200);      /* now the echo */
