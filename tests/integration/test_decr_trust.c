@@ -180,6 +180,36 @@ static void test_decr_repeat_in_flight_is_in_progress(void **state)
     assert_int_equal(redis_stock("Td-infl"), 0);
 }
 
+/* Group commits answer each sale with its own remaining: 300 sales of one
+ * unit on both instances at once leave ledger rows whose remaining values
+ * are exactly 999..700, once each (each row's stock after it), whether a
+ * group took the fast write or read the row first. */
+static void test_decr_group_remaining_exact(void **state)
+{
+    assert_int_equal(it_seed("Td-rem", 1000), 200);
+    char u0[200], u1[200];
+    snprintf(u0, sizeof(u0), "%s/inventory/deduct", it.inventory[0]);
+    snprintf(u1, sizeof(u1), "%s/inventory/deduct", it.inventory[1]);
+    const char *const urls[2] = {u0, u1};
+    struct it_load l = {.total = 300, .clients = 32, .urls = urls, .nurls = 2, .method = "POST",
+                        .body_fmt = "{\"sku\":\"Td-rem\",\"order_id\":\"td-rem-%d\","
+                                    "\"guard\":\"redis-decr\"}"};
+    it_hammer(&l);
+    assert_int_equal(l.by_status[200], 300);
+    const char *w = "FROM db_shopping.ledger WHERE sku='Td-rem'";
+    char q[256];
+    snprintf(q, sizeof(q), "SELECT COUNT(DISTINCT remaining) %s", w);
+    assert_int_equal(it_sql_value(q), 300);
+    snprintf(q, sizeof(q), "SELECT MIN(remaining) %s", w);
+    assert_int_equal(it_sql_value(q), 700);
+    snprintf(q, sizeof(q), "SELECT MAX(remaining) %s", w);
+    assert_int_equal(it_sql_value(q), 999);
+    struct it_audit a;
+    assert_int_equal(it_audit("Td-rem", &a), 0);
+    assert_int_equal(a.stock, 700);
+    assert_true(a.consistent);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -187,6 +217,7 @@ int main(void)
         cmocka_unit_test(test_decr_reseed_during_sale_elsewhere),
         cmocka_unit_test(test_decr_repeats_in_groups),
         cmocka_unit_test(test_decr_repeat_in_flight_is_in_progress),
+        cmocka_unit_test(test_decr_group_remaining_exact),
     };
     return cmocka_run_group_tests(tests, group_setup, NULL);
 }
