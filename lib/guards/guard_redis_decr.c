@@ -56,15 +56,16 @@ static struct rconn_script decr_script = RCONN_SCRIPT(
  * stock, or -1 not enough}. Each sale taken is an intent, as one alone. */
 static struct rconn_script decide_many_script = RCONN_SCRIPT(
     RREC_LUA_GEN
-    "local v = redis.call('GET', KEYS[1]) "
+    "local g = redis.call('MGET', KEYS[1], KEYS[2], KEYS[5]) "
+    "local v = g[1] "
     "if not v then return {-2} end "
-    "local ep = redis.call('GET', KEYS[2]) or '' "
+    "local ep = g[2] or '' "
     "if not in_gen(ep) then "
     "  redis.call('DEL', KEYS[1]) return {-2} end "
     "local t = redis.call('TIME') "
     "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) "
     "local old = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now, 'LIMIT', 0, 1) "
-    "local out = {ep, old[1] or '', redis.call('GET', KEYS[5]) or ''} "
+    "local out = {ep, old[1] or '', g[3] or ''} "
     "local left = tonumber(v) "
     "local z, h = {}, {} "
     "for i = 1, #ARGV, 4 do "
@@ -106,13 +107,23 @@ static struct rconn_script give_clear_script = RCONN_SCRIPT(
     "return 1");
 
 /* KEYS[1] intents, [2] intent details; ARGV the nonces of a group's sales
- * that are in MySQL: forget them all, in one round trip. */
+ * that are in MySQL (at most STOCK_BATCH_MAX): forget them all, in one
+ * round trip and two commands. */
 static struct rconn_script clear_group_script = RCONN_SCRIPT(
-    "for i = 1, #ARGV do "
-    "  redis.call('ZREM', KEYS[1], ARGV[i]) "
-    "  redis.call('HDEL', KEYS[2], ARGV[i]) "
-    "end "
+    "redis.call('ZREM', KEYS[1], unpack(ARGV)) "
+    "redis.call('HDEL', KEYS[2], unpack(ARGV)) "
     "return #ARGV");
+
+/* KEYS[1] intent details; ARGV[1] an order_id. 1 when a sale of that
+ * order is an intent (decided in Redis, its MySQL write not yet known),
+ * else 0. Scans the intents: run only on the out-of-stock path, and there
+ * are at most as many as sales on their way to MySQL. */
+static struct rconn_script in_flight_script = RCONN_SCRIPT(
+    "local p = ARGV[1] .. '\\n' "
+    "for _, d in ipairs(redis.call('HVALS', KEYS[1])) do "
+    "  if string.sub(d, 1, #p) == p then return 1 end "
+    "end "
+    "return 0");
 
 /* A sale's intent: its nonce and keys. */
 struct intent {
@@ -238,6 +249,11 @@ struct decision {
     long long left, seeds;     /* out: as decrement() */
     char epoch[RREC_EPOCH_MAX], stale[96];
     struct deduct_res *res;
+    /* decide_record only: the sale as written (deadline capped) and its
+     * group commit's answer, when recorded is 1 */
+    struct deduct_req sale;
+    struct relative_item item;
+    int recorded;
 };
 
 /* Most decisions per script call. */
@@ -432,6 +448,96 @@ static void clear_recorded(struct relative_item *items, int n)
     freeReplyObject(rconn_eval(redis->pool, err, sizeof(err), &clear_group_script, 2, argc, argv));
 }
 
+/* Is a sale of order_id an intent in `hash` (on its way to MySQL)? 0 no;
+ * 1 yes, res answered DEDUCT_IN_PROGRESS; -1 Redis could not tell, res
+ * answered DEDUCT_UNAVAILABLE (nothing changed either way). */
+static int order_in_flight(const char *hash, const char *order_id, struct deduct_res *res)
+{
+    char err[128];
+    const char *argv[2] = {hash, order_id};
+    redisReply *r = rconn_eval(redis->pool, err, sizeof(err), &in_flight_script, 1, 2, argv);
+    int busy = !r || r->type != REDIS_REPLY_INTEGER ? -1 : r->integer == 1;
+    if (r && busy < 0)
+        snprintf(err, sizeof(err), "unexpected reply");
+    freeReplyObject(r);
+    if (busy == 1) {
+        res->outcome = DEDUCT_IN_PROGRESS;
+        snprintf(res->detail, sizeof(res->detail),
+                 "order %.64s in progress: its sale is on its way to MySQL; nothing changed, "
+                 "repeat it later", order_id);
+    } else if (busy < 0) {
+        res->outcome = DEDUCT_UNAVAILABLE;
+        snprintf(res->detail, sizeof(res->detail),
+                 "Redis could not tell whether order %.40s is in progress: %.40s", order_id,
+                 err);
+    }
+    return busy;
+}
+
+/* The sale as written to MySQL: from the Redis decision on, it has
+ * hold_ms plus the margin to reach MySQL, whatever lock_wait_ms (which
+ * this guard never waits) added to the request's deadline: that bound is
+ * what --redis-reload-wait must exceed, and what its intent's deadline
+ * (write_window_ms) exceeds. */
+static void sale_of(struct deduct_req *sale, const struct deduct_req *req)
+{
+    *sale = *req;
+    double cap = util_now() + (double)(req->hold_ms + REDIS_DECIDED_WRITE_MARGIN_MS) / 1000.0;
+    if (sale->deadline <= 0 || sale->deadline > cap)
+        sale->deadline = cap;
+}
+
+/* decide_record's run: the leader's guard name and MySQL connection. */
+struct record_ctx {
+    const char *guard_name;
+    const struct deduct_env *env;
+};
+
+/* coal_run_fn: decide members[] (one SKU) in one script call, then record
+ * the sales taken in one group commit on the leader's connection and
+ * forget their intents in one more call, before anyone is answered. */
+static void decide_record_many(struct coal_member *const *m, int n, void *ctx)
+{
+    const struct record_ctx *c = ctx;
+    decide_many(m, n, NULL);
+    struct relative_item items[DECIDE_MAX];
+    struct decision *taken[DECIDE_MAX];
+    int nt = 0;
+    for (int i = 0; i < n && nt < STOCK_BATCH_MAX; i++) {
+        struct decision *d = m[i]->arg;
+        if (d->left < 0)
+            continue;
+        sale_of(&d->sale, d->req);
+        items[nt] = (struct relative_item){.req = &d->sale, .seeds = d->seeds, .res = d->res,
+                                           .ctx = (void *)d->in, .rc = STOCK_NOT_COMMITTED};
+        taken[nt++] = d;
+    }
+    decr_group_record_many(c->guard_name, c->env, items, nt, clear_recorded);
+    for (int i = 0; i < nt; i++) {
+        taken[i]->item = items[i];
+        taken[i]->recorded = 1;
+    }
+}
+
+static struct coalescer decide_recorders = {.mu = PTHREAD_MUTEX_INITIALIZER, .max = DECIDE_MAX};
+
+/* A sale with no hold_ms and no replicas_ack: its decision and its MySQL
+ * write in ONE coalesced run with the other such sales of the SKU on this
+ * instance (one wake-up per sale, one script call and one group commit
+ * per group). Same returns as decrement(); d->recorded says whether the
+ * write ran (d->item.rc its answer). */
+static long long decide_record(const struct rrec *k, const struct intent *in,
+                               const struct deduct_req *req, const struct guard *self,
+                               const struct deduct_env *env, struct decision *d,
+                               struct deduct_res *res)
+{
+    *d = (struct decision){.k = k, .in = in, .req = req, .write_ms = write_window_ms(req),
+                           .res = res, .left = -3, .seeds = -1};
+    struct record_ctx c = {self->name, env};
+    coal_submit(&decide_recorders, req->sku, req, res, d, decide_record_many, &c);
+    return d->left;
+}
+
 static int redis_decr_deduct(const struct guard *self, const struct deduct_env *env,
                              const struct deduct_req *req, struct deduct_res *res)
 {
@@ -441,9 +547,20 @@ static int redis_decr_deduct(const struct guard *self, const struct deduct_env *
     intent_init(&in, env, req->sku);
     char epoch[RREC_EPOCH_MAX] = "", stale[96] = "";
     long long left = -2, acked = 0, seeds = -1;
+    /* hold_ms puts a sleep between the decision and the write, and
+     * replicas_ack its own WAIT: those decide and write in two steps */
+    int fused = req->hold_ms <= 0 && acks_of(req) == 0;
+    struct decision d = {.recorded = 0};
     for (int attempt = 0; attempt < 2 && left == -2; attempt++) {
-        left = decide_grouped(&k, &in, req, write_window_ms(req), epoch, &seeds, stale, &acked,
-                              res);
+        if (fused) {
+            left = decide_record(&k, &in, req, self, env, &d, res);
+            memcpy(epoch, d.epoch, RREC_EPOCH_MAX);
+            memcpy(stale, d.stale, 96);
+            seeds = d.seeds;
+        } else {
+            left = decide_grouped(&k, &in, req, write_window_ms(req), epoch, &seeds, stale,
+                                  &acked, res);
+        }
         if (left == -2 && attempt == 0 && rrec_recover(&k, env, req->sku, fill_state, res) == 0)
             return 0;
     }
@@ -456,6 +573,12 @@ static int redis_decr_deduct(const struct guard *self, const struct deduct_env *
         return 0;
     }
     if (left == -1) {
+        /* A repeat of a sale still on its way to MySQL (its intent holds
+         * the unit; no ledger row yet) is not out of stock: asked first,
+         * so a first sale that lands in between is found in the ledger. */
+        int busy = order_in_flight(in.hash, req->order_id, res);
+        if (busy != 0)
+            return 0;
         /* own_idempotency: a repeat of a sale already recorded is its echo,
          * whatever the stock is now (asked only here, on the rare path). */
         struct ledger_row row;
@@ -483,22 +606,22 @@ static int redis_decr_deduct(const struct guard *self, const struct deduct_env *
                  ack_wait_ms(req), acked < 0 ? ": " : "", acked < 0 ? why : "");
         return 0;
     }
-    /* From the Redis decision on, the sale has hold_ms plus the margin to
-     * reach MySQL, whatever lock_wait_ms (which this guard never waits)
-     * added to the request's deadline: that bound is what
-     * --redis-reload-wait must exceed, and what its intent's deadline
-     * (write_window_ms) exceeds. */
-    struct deduct_req sale = *req;
-    double cap = util_now() + (double)(req->hold_ms + REDIS_DECIDED_WRITE_MARGIN_MS) / 1000.0;
-    if (sale.deadline <= 0 || sale.deadline > cap)
-        sale.deadline = cap;
-    req = &sale;
-    util_sleep_ms(req->hold_ms);   /* between the Redis sale and the MySQL write */
-    /* Past its deadline the caller has given up: writing now could also
-     * land after a reconciliation already counted these units as unsold. */
-    if (stock_past_deadline(req, res)) {
-        give_back(&k, &in, epoch, req->qty, req->sku);
-        return 0;
+    struct deduct_req sale;
+    int rc;
+    if (d.recorded) {
+        rc = d.item.rc;        /* written with its group, deadline checked there */
+    } else {
+        sale_of(&sale, req);
+        req = &sale;
+        util_sleep_ms(req->hold_ms);   /* between the Redis sale and the MySQL write */
+        /* Past its deadline the caller has given up: writing now could
+         * also land after a reconciliation already counted these units as
+         * unsold. */
+        if (stock_past_deadline(req, res)) {
+            give_back(&k, &in, epoch, req->qty, req->sku);
+            return 0;
+        }
+        rc = decr_group_record(self->name, env, req, seeds, &in, clear_recorded, res);
     }
     /* Refused: the units go back into their epoch. Floor refusal or a
      * COMMIT with no known outcome: Redis is reconciled from MySQL instead,
@@ -506,7 +629,6 @@ static int redis_decr_deduct(const struct guard *self, const struct deduct_env *
      * since the stock the sale was decided on was written: nothing lands
      * in the new seed; the old state is normally replaced already (the
      * reseed writes Redis before its COMMIT), else it is reconciled. */
-    int rc = decr_group_record(self->name, env, req, seeds, &in, clear_recorded, res);
     if (rc == 0)
         return 0;              /* in MySQL, its intent forgotten with its group's */
     if (rc == STOCK_NOT_COMMITTED) {
