@@ -225,9 +225,10 @@ static MYSQL_STMT *cached_stmt(struct db_conn *c, const char *sql)
         mysql_stmt_close(st);
         return NULL;
     }
-    if (slot < 0) { /* cache full: evict slot 0; callers use few statements */
-        mysql_stmt_close(c->cache[0].stmt);
-        slot = 0;
+    if (slot < 0) { /* cache full: evict in turn, never always the same slot */
+        slot = c->evict;
+        c->evict = (c->evict + 1) % DB_STMT_CACHE;
+        mysql_stmt_close(c->cache[slot].stmt);
     }
     c->cache[slot].sql = sql;
     c->cache[slot].stmt = st;
@@ -317,6 +318,7 @@ static long long run_once(struct db_conn *c, const char *sql, const char *in,
     long long result;
     if (mysql_stmt_field_count(st) == 0) {
         result = (long long)mysql_stmt_affected_rows(st);
+        c->insert_id = (unsigned long long)mysql_stmt_insert_id(st);
     } else {
         if (nout && mysql_stmt_bind_result(st, rb) != 0)
             return classify(c, mysql_stmt_errno(st), mysql_stmt_error(st));

@@ -57,7 +57,9 @@ struct db_conf {
      offsetof(type, m.sync_wait), 0,                                                      \
      "Galera: SET SESSION wsrep_sync_wait to this (1: reads wait for the cluster; 0 off)"}
 
-#define DB_STMT_CACHE 32
+/* Prepared statements kept per connection: more than the library has
+ * (about 40), so a worker that served every guard re-prepares none. */
+#define DB_STMT_CACHE 64
 
 struct db_conn {
     MYSQL *my;               /* NULL while disconnected */
@@ -70,7 +72,11 @@ struct db_conn {
     long lock_wait_s;        /* the session's innodb_lock_wait_timeout now */
     long conflicts;          /* deadlocks, lock wait timeouts and (Galera)
                               * certification failures seen: only grows */
+    unsigned long long insert_id; /* the last db_run that was not a SELECT:
+                              * its mysql_stmt_insert_id, which is also the
+                              * value of a LAST_INSERT_ID(expr) it set */
     struct { const char *sql; MYSQL_STMT *stmt; } cache[DB_STMT_CACHE];
+    int evict;               /* the next slot a full cache gives up */
 };
 
 /* Call once in main() before any thread starts (mysql_library_init). */

@@ -29,9 +29,10 @@
 struct batch_conf {
     long batch_max;            /* most requests per transaction */
     long window_us;            /* leader's extra wait on an idle SKU */
+    long inflight;             /* batches of one SKU in their transaction at once */
 };
 
-static struct batch_conf conf = {128, 0};   /* until options are parsed */
+static struct batch_conf conf = {128, 0, 1};   /* until options are parsed */
 
 static const struct cfg_opt options[] = {
     {"batch-max", "LAB_BATCH_MAX", CFG_INT, "128", 1, STOCK_BATCH_MAX,
@@ -40,6 +41,10 @@ static const struct cfg_opt options[] = {
     {"batch-window-us", "LAB_BATCH_WINDOW_US", CFG_INT, "0", 0, 100000,
      offsetof(struct batch_conf, window_us), 0,
      "batched-update: extra wait (µs) of a leader when no commit is running (0: none)"},
+    {"batch-inflight", "LAB_BATCH_INFLIGHT", CFG_INT, "1", 1, 4,
+     offsetof(struct batch_conf, inflight), 0,
+     "batched-update: batches of one SKU in their transaction at once per instance (2: the "
+     "next batch takes the row lock while the one before waits for its log flush)"},
 };
 
 enum member_state { MEMBER_QUEUED, MEMBER_TAKEN, MEMBER_DONE };
@@ -137,9 +142,9 @@ static void lead(const struct guard *self, const struct deduct_env *env, struct 
                  struct member *me)
 {
     double t0 = util_now();
-    while (s->committing > 0 && !deduct_expired(me->req))
+    while (s->committing >= conf.inflight && !deduct_expired(me->req))
         timed_wait(&s->cv, me->req->deadline);
-    if (conf.window_us > 0 && s->nopen < conf.batch_max) {
+    if (conf.window_us > 0 && s->committing == 0 && s->nopen < conf.batch_max) {
         double until = util_now() + (double)conf.window_us / 1e6;
         while (util_now() < until && s->nopen < conf.batch_max)
             timed_wait(&s->cv, until);

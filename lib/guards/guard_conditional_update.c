@@ -14,7 +14,7 @@ static int attempt(const struct guard *self, const struct deduct_env *env,
     long long n, stock = 0, version;
     double t0 = util_now();
     if ((n = db_begin(env->db)) < 0 ||
-        (n = store_take_if_enough(env->db, req->sku, req->qty)) < 0)
+        (n = store_take_if_enough_left(env->db, req->sku, req->qty, &stock)) < 0)
         goto db_fail;
     res->lock_wait_s = util_now() - t0;
     if (n == 0) {
@@ -33,12 +33,7 @@ static int attempt(const struct guard *self, const struct deduct_env *env,
         db_rollback(env->db);
         return 0;
     }
-    /* Our own uncommitted row: this read sees exactly what we left. */
-    int found = store_read(env->db, req->sku, 0, &stock, &version);
-    if (found <= 0) {
-        n = found < 0 ? found : DB_ERR;
-        goto db_fail;
-    }
+    /* stock: what our UPDATE left, from its own reply (no read after it). */
     if ((n = store_ledger_insert(env->db, req->order_id, req->sku, req->qty, stock,
                                  self->name, env->instance)) < 0)
         goto db_fail;
@@ -69,8 +64,10 @@ static int conditional_deduct(const struct guard *self, const struct deduct_env 
                               const struct deduct_req *req, struct deduct_res *res)
 {
     for (int i = 0; i <= env->max_retries; i++) {
-        if (attempt(self, env, req, res) != DB_ERETRY)
+        if (attempt(self, env, req, res) != DB_ERETRY) {
+            stock_refused(env, req, res);
             return 0;
+        }
         res->retries++;
         util_sleep_ms(util_backoff_ms(i, 20));
         if (stock_past_deadline(req, res))
@@ -87,5 +84,8 @@ const struct guard guard_conditional_update = {
     .how = "one statement: UPDATE ... SET stock=stock-? WHERE sku=? AND stock>=?",
     .expect = "correct",
     .safe_across_instances = 1,
+    /* A repeated order id fails the ledger insert, or is found by the
+     * refusal paths (stock_refused): no ledger read before every sale. */
+    .own_idempotency = 1,
     .deduct = conditional_deduct,
 };

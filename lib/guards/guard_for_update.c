@@ -68,8 +68,10 @@ static int for_update_deduct(const struct guard *self, const struct deduct_env *
                              const struct deduct_req *req, struct deduct_res *res)
 {
     for (int i = 0; i <= env->max_retries; i++) {
-        if (attempt(self, env, req, res) != DB_ERETRY)
+        if (attempt(self, env, req, res) != DB_ERETRY) {
+            stock_refused(env, req, res);
             return 0;
+        }
         res->retries++;
         util_sleep_ms(util_backoff_ms(i, 50));
         if (stock_past_deadline(req, res))
@@ -86,5 +88,8 @@ const struct guard guard_for_update = {
     .how = "SELECT ... FOR UPDATE inside a transaction (row lock until COMMIT)",
     .expect = "correct",
     .safe_across_instances = 1,
+    /* A repeated order id fails the ledger insert, or is found by the
+     * refusal paths (stock_refused): no ledger read before every sale. */
+    .own_idempotency = 1,
     .deduct = for_update_deduct,
 };

@@ -79,6 +79,7 @@ static int mutex_deduct(const struct guard *self, const struct deduct_env *env,
                         const struct deduct_req *req, struct deduct_res *res)
 {
     mutex_locked(self, env, req, guard_rmw_work, (void *)self->name, res);
+    stock_refused(env, req, res);
     return 0;
 }
 
@@ -90,6 +91,9 @@ const struct guard guard_mutex = {
     .how = "read-modify-write inside an in-process pthread mutex per SKU",
     .expect = "correct on 1 instance, oversells on 2+",
     .safe_across_instances = 0,
+    /* A repeated order id fails the ledger insert, or is found by the
+     * refusal paths (stock_refused): no ledger read before every sale. */
+    .own_idempotency = 1,
     .fields = mutex_fields,
     .nfields = sizeof(mutex_fields) / sizeof(mutex_fields[0]),
     .opts_size = sizeof(struct lock_req_opts),

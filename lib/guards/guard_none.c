@@ -7,7 +7,9 @@
 static int none_deduct(const struct guard *self, const struct deduct_env *env, const struct deduct_req *req,
                        struct deduct_res *res)
 {
-    return stock_rmw(self->name, env, req, res);
+    stock_rmw(self->name, env, req, res);
+    stock_refused(env, req, res);
+    return 0;
 }
 
 const struct guard guard_none = {
@@ -15,5 +17,8 @@ const struct guard guard_none = {
     .how = "read stock, compute in C, write it back (read-modify-write)",
     .expect = "oversells / loses updates",
     .safe_across_instances = 0,
+    /* A repeated order id fails the ledger insert, or is found by the
+     * refusal paths (stock_refused): no ledger read before every sale. */
+    .own_idempotency = 1,
     .deduct = none_deduct,
 };

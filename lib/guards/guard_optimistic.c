@@ -9,8 +9,8 @@
 
 #include <stdio.h>
 
-static int optimistic_deduct(const struct guard *self, const struct deduct_env *env,
-                             const struct deduct_req *req, struct deduct_res *res)
+static int optimistic_attempts(const struct guard *self, const struct deduct_env *env,
+                               const struct deduct_req *req, struct deduct_res *res)
 {
     for (int i = 0; i <= env->max_retries; i++) {
         long long stock, version, n;
@@ -72,10 +72,21 @@ static int optimistic_deduct(const struct guard *self, const struct deduct_env *
     return 0;
 }
 
+static int optimistic_deduct(const struct guard *self, const struct deduct_env *env,
+                             const struct deduct_req *req, struct deduct_res *res)
+{
+    optimistic_attempts(self, env, req, res);
+    stock_refused(env, req, res);
+    return 0;
+}
+
 const struct guard guard_optimistic = {
     .name = "optimistic",
     .how = "version column compare-and-set, bounded retries with jittered backoff",
     .expect = "correct, retries under contention",
     .safe_across_instances = 1,
+    /* A repeated order id fails the ledger insert, or is found by the
+     * refusal paths (stock_refused): no ledger read before every sale. */
+    .own_idempotency = 1,
     .deduct = optimistic_deduct,
 };

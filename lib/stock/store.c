@@ -90,6 +90,19 @@ long long store_take_if_enough(struct db_conn *db, const char *sku, long long qt
                       "WHERE sku=? AND stock>=?", "lsl", "", qty, sku, qty);
 }
 
+long long store_take_if_enough_left(struct db_conn *db, const char *sku, long long qty,
+                                    long long *left)
+{
+    /* LAST_INSERT_ID(expr) hands the value written back in the UPDATE's
+     * own OK packet (mysql_stmt_insert_id): no SELECT after it. */
+    long long n = db_run(db, "UPDATE inventory SET stock=LAST_INSERT_ID(stock-?), "
+                             "version=version+1 WHERE sku=? AND stock>=?",
+                         "lsl", "", qty, sku, qty);
+    if (n == 1)
+        *left = (long long)db->insert_id;
+    return n;
+}
+
 int store_read_seeds_locked(struct db_conn *db, const char *sku, long long *stock,
                             long long *seeds)
 {

@@ -52,6 +52,10 @@ long long store_set_stock_if_version(struct db_conn *db, const char *sku,
                                      long long stock, long long version);
 /* stock -= qty only when stock >= qty: 1 taken, 0 not enough (or no SKU). */
 long long store_take_if_enough(struct db_conn *db, const char *sku, long long qty);
+/* The same write, which also hands back the stock it left (*left, set when
+ * it returns 1) in its own reply: one round trip where take + read are two. */
+long long store_take_if_enough_left(struct db_conn *db, const char *sku, long long qty,
+                                    long long *left);
 /* store_take_if_enough only while the row's `seeds` is still `seeds`: 1
  * taken, 0 not enough, reseeded since, or no SKU. */
 long long store_take_if_enough_seeded(struct db_conn *db, const char *sku, long long qty,

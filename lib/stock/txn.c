@@ -58,6 +58,16 @@ void stock_conflict_duplicate(const struct deduct_env *env, const struct deduct_
     }
 }
 
+void stock_refused(const struct deduct_env *env, const struct deduct_req *req,
+                   struct deduct_res *res)
+{
+    if (res->outcome != DEDUCT_OUT_OF_STOCK && res->outcome != DEDUCT_UNKNOWN_SKU)
+        return;
+    struct ledger_row row;
+    if (store_ledger_get(env->db, req->order_id, 0, &row) == 1)
+        stock_fill_duplicate(&row, req, res);
+}
+
 /* A failed transaction step: roll back and say why. */
 static void txn_failed(const struct deduct_env *env, const struct deduct_req *req,
                        long long n, struct deduct_res *res)

@@ -98,6 +98,16 @@ int stock_conflicted(const struct deduct_res *res);
 void stock_conflict_duplicate(const struct deduct_env *env, const struct deduct_req *req,
                               struct deduct_res *res);
 
+/* For a guard with own_idempotency (guard_deduct skipped the ledger read):
+ * call when res says the sale was refused without a write (out of stock,
+ * unknown SKU, outside any transaction). A repeat of an order id must not
+ * answer that: when the ledger holds req->order_id, res becomes its
+ * duplicate (or order_id_conflict). One ledger read, on the refusal path
+ * only; a failed read leaves the refusal as it is (nothing was written:
+ * the caller may repeat). */
+void stock_refused(const struct deduct_env *env, const struct deduct_req *req,
+                   struct deduct_res *res);
+
 /* The deadline passed while the guard waited or held: give up before any
  * write, so a caller that stopped waiting finds nothing done. Returns 1
  * with res filled (DEDUCT_DEADLINE), else 0. */

@@ -1,13 +1,18 @@
 /* rawdb: the raw MariaDB hot-row rate of a guard's statements, with no HTTP
  * and no service in between: N threads, each its own connection (lib/base/db.h),
- * all deducting one unit at a time from the same row for a fixed duration,
- * each deduction a transaction with its ledger row, through the very
- * statements the guards run (lib/stock/store.c).
- * `make bench` prints it next to the HTTP rate: their ratio is what the
- * service costs on top of the database. */
+ * all deducting one unit at a time from the same row for a fixed duration.
+ * Each deduction is the guard's own code path (guard_deduct, the entry the
+ * service calls: the ledger check when the guard wants it, the session's
+ * lock wait, the guard's transaction with its ledger row, durable COMMIT),
+ * so the statements are the service's by construction, not a copy of them.
+ * It also counts them: statements per sale from each connection's
+ * session Questions (`make bench` prints the service's next to it).
+ * `make bench` prints the rate next to the HTTP rate: their ratio is what
+ * the service (HTTP, parsing, the hand-off) costs on top of the database. */
 #include "base/config.h"
 #include "base/db.h"
 #include "base/util.h"
+#include "guards/guard.h"
 #include "stock/store.h"
 
 #include <pthread.h>
@@ -25,6 +30,7 @@ struct rawdb_conf {
     long threads;
     long duration_ms;
     long max_retries;
+    long lock_wait_ms;
 };
 
 #define S(f) offsetof(struct rawdb_conf, f), sizeof(((struct rawdb_conf *)0)->f)
@@ -32,60 +38,68 @@ struct rawdb_conf {
 
 static const struct cfg_opt rawdb_options[] = {
     {"mode", "RAWDB_MODE", CFG_STR, "conditional-update", 0, 0, S(mode),
-     "conditional-update (UPDATE .. WHERE stock>=1; SELECT; ledger INSERT) or "
-     "for-update (SELECT .. FOR UPDATE; UPDATE; ledger INSERT)"},
+     "the guard whose deductions to run: a MySQL-only guard (none, mutex, optimistic, "
+     "for-update, conditional-update, batched-update)"},
     {"threads", "RAWDB_THREADS", CFG_INT, "16", 1, 1000, N(threads), "threads, one connection each"},
     {"duration", "RAWDB_DURATION", CFG_MS, "5s", 100, 3600000, N(duration_ms), "how long to run"},
     {"sku", "RAWDB_SKU", CFG_STR, "RAWDB-BENCH", 0, 0, S(sku), "row to hammer (seeded, then removed)"},
-    {"max-retries", "RAWDB_MAX_RETRIES", CFG_INT, "50", 0, 10000, N(max_retries), "deadlock retries per deduction"},
+    {"max-retries", "RAWDB_MAX_RETRIES", CFG_INT, "50", 0, 10000, N(max_retries),
+     "retry bound of a deduction (the service's --max-retries)"},
+    {"lock-wait", "RAWDB_LOCK_WAIT_MS", CFG_MS, "3000", 0, 60000, N(lock_wait_ms),
+     "lock_wait_ms of every deduction (the service's --lock-wait)"},
     DB_CFG_OPTIONS(struct rawdb_conf, db, "db_shopping", "inventory schema"),
 };
 #define RAWDB_NOPTS (sizeof(rawdb_options) / sizeof(rawdb_options[0]))
 
 #define RAWDB_STOCK 1000000000000LL   /* never runs out during a run */
 
+/* Room past lock_wait_ms for a sale's round trips: the service's
+ * DEADLINE_MARGIN_MS (services/inventory), so retries stop where its do. */
+#define RAWDB_DEADLINE_MARGIN_MS 1000
+
 struct rawdb_worker {
     pthread_t tid;
     const struct rawdb_conf *conf;
+    const struct guard *g;
     int index;
-    int for_update;
     double deadline;
-    long long ops, retries, errors;
-    char errstr[160];   /* room for "connect: " + db_conn.errstr */
+    long long ops, errors, statements;
+    char errstr[200];
 };
 
-/* One deduction as the guards run it. Returns DB_OK, DB_ERETRY or an error. */
-static int deduct_once(struct db_conn *c, const struct rawdb_conf *conf, int for_update,
-                       const char *order_id)
+/* The statements this connection sent so far (its session Questions;
+ * the SHOW itself counts one). Returns -1 when it cannot be read. */
+static long long session_questions(struct db_conn *c)
 {
-    long long n, stock = 0, version = 0;
-    if ((n = db_begin(c)) < 0)
-        goto fail;
-    if (for_update) {
-        n = store_read(c, conf->sku, 1, &stock, &version);
-        if (n <= 0)
-            goto fail_n;
-        if ((n = store_set_stock(c, conf->sku, stock - 1)) < 0)
-            goto fail;
-        stock -= 1;
-    } else {
-        n = store_take_if_enough(c, conf->sku, 1);
-        if (n <= 0)
-            goto fail_n;
-        n = store_read(c, conf->sku, 0, &stock, &version);
-        if (n <= 0)
-            goto fail_n;
-    }
-    if ((n = store_ledger_insert(c, order_id, conf->sku, 1, stock, conf->mode, "rawdb")) < 0 ||
-        (n = db_commit(c)) < 0)
-        goto fail;
-    return DB_OK;
-fail_n:
-    if (n == 0)
-        n = DB_ERR;   /* row missing or out of stock: the seed went wrong */
-fail:
-    db_rollback(c);
-    return (int)n;
+    long long q = -1;
+    if (!c->my || mysql_query(c->my, "SHOW SESSION STATUS LIKE 'Questions'") != 0)
+        return -1;
+    MYSQL_RES *r = mysql_store_result(c->my);
+    MYSQL_ROW row = r ? mysql_fetch_row(r) : NULL;
+    if (row && row[1])
+        q = atoll(row[1]);
+    if (r)
+        mysql_free_result(r);
+    return q;
+}
+
+/* One sale as the service makes it: guard_deduct with the request the
+ * service would build from {"sku","order_id","guard"} (qty 1, hold_ms 0,
+ * the default lock wait, the same deadline). */
+static void sell_one(struct db_conn *c, const struct rawdb_worker *w, const char *order_id,
+                     struct deduct_res *res)
+{
+    const struct rawdb_conf *conf = w->conf;
+    struct deduct_req req;
+    memset(&req, 0, sizeof(req));
+    snprintf(req.sku, sizeof(req.sku), "%s", conf->sku);
+    snprintf(req.order_id, sizeof(req.order_id), "%s", order_id);
+    req.qty = 1;
+    req.lock_wait_ms = conf->lock_wait_ms;
+    req.deadline = util_now() + (double)(conf->lock_wait_ms + RAWDB_DEADLINE_MARGIN_MS) / 1000.0;
+    struct deduct_env env = {.db = c, .instance = "rawdb", .max_retries = conf->max_retries,
+                             .default_wait_ms = conf->lock_wait_ms};
+    guard_deduct(w->g, &env, &req, res);
 }
 
 static void *worker_main(void *arg)
@@ -100,23 +114,23 @@ static void *worker_main(void *arg)
     }
     char order_id[64];
     long long seq = 0;
+    long long q0 = session_questions(c);
+    struct deduct_res res;
     while (util_now() < w->deadline) {
         snprintf(order_id, sizeof(order_id), "raw-%ld-%d-%lld", (long)getpid(), w->index, seq++);
-        int rc = DB_ERETRY;
-        for (long attempt = 0; rc == DB_ERETRY && attempt <= w->conf->max_retries; attempt++) {
-            rc = deduct_once(c, w->conf, w->for_update, order_id);
-            if (rc == DB_ERETRY)
-                w->retries++;
-        }
-        if (rc == DB_OK) {
+        sell_one(c, w, order_id, &res);
+        if (res.outcome == DEDUCT_SOLD) {
             w->ops++;
         } else {
             w->errors++;
-            snprintf(w->errstr, sizeof(w->errstr), "%s", c->errstr);
+            snprintf(w->errstr, sizeof(w->errstr), "%s: %.160s",
+                     deduct_outcome_info(res.outcome)->name, res.detail);
             if (db_ensure(c) != DB_OK)
                 util_sleep_ms(50);
         }
     }
+    long long q1 = session_questions(c);
+    w->statements = q0 >= 0 && q1 >= 0 ? q1 - q0 - 1 : -1;
     db_free(c);
     return NULL;
 }
@@ -146,13 +160,17 @@ int main(int argc, char **argv)
         fprintf(stderr, "rawdb: %s\n", err);
         return 2;
     }
-    int for_update;
-    if (strcmp(conf.mode, "conditional-update") == 0)
-        for_update = 0;
-    else if (strcmp(conf.mode, "for-update") == 0)
-        for_update = 1;
-    else {
-        fprintf(stderr, "rawdb: --mode must be conditional-update or for-update\n");
+    /* MySQL-only guards: their whole deduction is MySQL statements (and,
+     * for mutex and batched-update, this process's own threads). */
+    static const char *const mysql_only[] = {"none", "mutex", "optimistic", "for-update",
+                                             "conditional-update", "batched-update"};
+    const struct guard *g = NULL;
+    for (size_t i = 0; i < sizeof(mysql_only) / sizeof(mysql_only[0]); i++)
+        if (strcmp(conf.mode, mysql_only[i]) == 0)
+            g = guard_find(conf.mode);
+    if (!g) {
+        fprintf(stderr, "rawdb: --mode must be one of none, mutex, optimistic, for-update, "
+                        "conditional-update, batched-update\n");
         return 2;
     }
     if (db_global_init() != 0) {
@@ -178,18 +196,19 @@ int main(int argc, char **argv)
     double deadline = t0 + (double)conf.duration_ms / 1000.0;
     long started = 0;
     for (long i = 0; i < conf.threads; i++) {
-        w[i] = (struct rawdb_worker){.conf = &conf, .index = (int)i, .for_update = for_update,
+        w[i] = (struct rawdb_worker){.conf = &conf, .g = g, .index = (int)i,
                                      .deadline = deadline};
         if (pthread_create(&w[i].tid, NULL, worker_main, &w[i]) != 0)
             break;
         started++;
     }
-    long long ops = 0, retries = 0, errors = 0;
+    long long ops = 0, errors = 0, statements = 0;
     const char *last_err = "";
     for (long i = 0; i < started; i++) {
         pthread_join(w[i].tid, NULL);
         ops += w[i].ops;
-        retries += w[i].retries;
+        if (statements >= 0)
+            statements = w[i].statements < 0 ? -1 : statements + w[i].statements;
         errors += w[i].errors;
         if (w[i].errstr[0])
             last_err = w[i].errstr;
@@ -198,10 +217,13 @@ int main(int argc, char **argv)
     long long sold = -1;
     long long initial, stock;
     store_audit(admin, conf.sku, &initial, &stock, &sold);   /* qty 1 each: units = rows */
-    printf("rawdb mode=%s threads=%ld seconds=%.2f ops=%lld ops_per_s=%.1f retries=%lld "
-           "errors=%lld ledger_rows=%lld%s%s\n",
-           conf.mode, started, secs, ops, secs > 0 ? (double)ops / secs : 0.0, retries, errors,
-           sold, errors ? " last_error=" : "", errors ? last_err : "");
+    char per_sale[32] = "n/a";
+    if (statements >= 0 && ops > 0)
+        snprintf(per_sale, sizeof(per_sale), "%.2f", (double)statements / (double)ops);
+    printf("rawdb mode=%s threads=%ld seconds=%.2f ops=%lld ops_per_s=%.1f "
+           "statements_per_sale=%s errors=%lld ledger_rows=%lld%s%s\n",
+           conf.mode, started, secs, ops, secs > 0 ? (double)ops / secs : 0.0, per_sale,
+           errors, sold, errors ? " last_error=" : "", errors ? last_err : "");
     store_remove(admin, conf.sku);
     db_free(admin);
     free(w);

@@ -471,6 +471,10 @@ int inv_warm(void *app)
     struct db_conn *db = db_thread_conn(&c->db);
     if (!db || !db->my || db_ping(db) != DB_OK)
         return -1;
+    /* The session's row-lock wait as a default request wants it: the
+     * first sale of this worker sends no SET before its transaction. */
+    if (db_set_lock_wait(db, c->lock_wait_ms) != DB_OK)
+        return -1;
     /* Redis: a pooled connection opened (or checked) by this worker, so
      * the pool holds about one per worker when the first sales come. */
     const char *up[8], *down = NULL;

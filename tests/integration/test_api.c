@@ -46,6 +46,60 @@ static void test_repeated_order_id_takes_stock_once(void **state)
     assert_true(a.consistent);
 }
 
+/* A repeat is answered as the first sale whatever the stock says now:
+ * after the sale took the last unit (not out_of_stock), and under the
+ * same id on a sold-out SKU (order_id_conflict, not out_of_stock), for
+ * every MySQL guard, whether it reads the ledger first or lets its own
+ * ledger insert (and its refusals) find the repeat. */
+static void test_repeat_after_the_last_unit(void **state)
+{
+    static const char *const guards[] = {"conditional-update", "for-update", "optimistic",
+                                         "none", "mutex", "batched-update"};
+    char u[256], sku[64], other[64], body[256];
+    url(u, sizeof(u), "/inventory/deduct");
+    for (size_t i = 0; i < sizeof(guards) / sizeof(guards[0]); i++) {
+        snprintf(sku, sizeof(sku), "T-last-%zu", i);
+        snprintf(other, sizeof(other), "T-last-other-%zu", i);
+        assert_int_equal(it_seed(sku, 2), 200);
+        assert_int_equal(it_seed(other, 0), 200);
+        snprintf(body, sizeof(body), "{\"sku\":\"%s\",\"order_id\":\"last-%zu\",\"guard\":\"%s\"}",
+                 sku, i, guards[i]);
+        char first[256];
+        snprintf(first, sizeof(first), "{\"sku\":\"%s\",\"order_id\":\"first-%zu\",\"guard\":\"%s\"}",
+                 sku, i, guards[i]);
+        struct it_resp r;
+        assert_int_equal(it_http("POST", u, first, &r), 200);
+        assert_int_equal(json_integer_value(json_object_get(r.json, "remaining")), 1);
+        it_resp_free(&r);
+        assert_int_equal(it_http("POST", u, body, &r), 200);
+        assert_null(json_object_get(r.json, "duplicate"));
+        assert_int_equal(json_integer_value(json_object_get(r.json, "remaining")), 0);
+        it_resp_free(&r);
+        /* The first sale's repeat: its own remaining, from its ledger row. */
+        assert_int_equal(it_http("POST", u, first, &r), 200);
+        assert_true(json_is_true(json_object_get(r.json, "duplicate")));
+        assert_int_equal(json_integer_value(json_object_get(r.json, "remaining")), 1);
+        it_resp_free(&r);
+        long st = it_http("POST", u, body, &r);
+        if (st != 200 || !json_is_true(json_object_get(r.json, "duplicate")))
+            fail_msg("%s: a repeat after the last unit answered %ld: %s", guards[i], st, r.body);
+        assert_int_equal(json_integer_value(json_object_get(r.json, "remaining")), 0);
+        it_resp_free(&r);
+        snprintf(body, sizeof(body), "{\"sku\":\"%s\",\"order_id\":\"last-%zu\",\"guard\":\"%s\"}",
+                 other, i, guards[i]);
+        st = it_http("POST", u, body, &r);
+        if (st != 409 || !json_is_string(json_object_get(r.json, "error")) ||
+            strcmp(json_string_value(json_object_get(r.json, "error")), "order_id_conflict") != 0)
+            fail_msg("%s: the id on a sold-out SKU answered %ld: %s", guards[i], st, r.body);
+        it_resp_free(&r);
+        struct it_audit a;
+        assert_int_equal(it_audit(sku, &a), 0);
+        assert_int_equal(a.stock, 0);
+        assert_int_equal(a.sold, 2);
+        assert_true(a.consistent);
+    }
+}
+
 static void test_release_gives_stock_back_once(void **state)
 {
     char u[256];
@@ -193,6 +247,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_repeated_order_id_takes_stock_once),
+        cmocka_unit_test(test_repeat_after_the_last_unit),
         cmocka_unit_test(test_livez_needs_no_backend),
         cmocka_unit_test(test_release_gives_stock_back_once),
         cmocka_unit_test(test_seed_endpoint_minus_inventory),

@@ -155,6 +155,36 @@ static void test_exact_on_two_instances(void **state)
     assert_true(s > n);        /* at least one batch carried two or more */
 }
 
+/* --batch-inflight 2: the next batch of a SKU runs while the one before
+ * commits, on one instance, next to a default instance: still exactly the
+ * stock sold, every sale in the ledger once. */
+static void test_exact_with_two_batches_in_flight(void **state)
+{
+    long port = it_port_base() + 34;
+    static const char *const env[] = {"LAB_BATCH_INFLIGHT=2", NULL};
+    static const char *const args[] = {"--threads", "16", NULL};
+    int pid = it_start_inventory("inventory-batch-inflight", port, env, args);
+    assert_true(pid > 0);
+    assert_int_equal(it_seed("B-inflight", 300), 200);
+    static char urls[3][256];
+    static const char *u[3] = {urls[0], urls[1], urls[2]};
+    snprintf(urls[0], sizeof(urls[0]), "http://127.0.0.1:%ld/inventory/deduct", port);
+    snprintf(urls[1], sizeof(urls[1]), "http://127.0.0.1:%ld/inventory/deduct", port);
+    snprintf(urls[2], sizeof(urls[2]), "%s/inventory/deduct", it.inventory[0]);
+    struct it_load l = {.total = 1500, .clients = 32, .urls = u, .nurls = 3, .method = "POST",
+                        .body_fmt = "{\"sku\":\"B-inflight\",\"guard\":\"batched-update\","
+                                    "\"order_id\":\"b-inflight-%d\"}"};
+    it_hammer(&l);
+    it_stop_pid(pid);
+    print_message("200:%d 409:%d 503:%d\n", l.by_status[200], l.by_status[409],
+                  l.by_status[503]);
+    assert_int_equal(l.by_status[200], 300);
+    assert_int_equal(l.by_status[409] + l.by_status[503], 1200);
+    assert_exact("B-inflight", 300);
+    assert_int_equal(it_sql_value("SELECT COUNT(*) FROM db_shopping.ledger "
+                                  "WHERE sku='B-inflight' AND guard='batched-update'"), 300);
+}
+
 /* Stock 5, 20 buyers at once on one instance while a sale holds the row:
  * they queue into one batch worth more than the stock. It is split: what
  * fits is sold, the rest answered out_of_stock, and the answers agree with
@@ -466,6 +496,7 @@ static void test_dropped_idle_connections_still_sell(void **state)
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_repeat_in_batch_does_not_starve_the_next),
     cmocka_unit_test(test_exact_on_two_instances),
+    cmocka_unit_test(test_exact_with_two_batches_in_flight),
     cmocka_unit_test(test_batch_larger_than_stock_is_split),
     cmocka_unit_test(test_duplicate_order_id_in_one_batch),
     cmocka_unit_test(test_deadline_while_queued),
