@@ -68,7 +68,7 @@ static const struct metrics_family catalog[] = {
     {"lab_etcd_calls_total", "counter", "etcd: HTTP calls to the v3 gateway"},
     {"lab_etcd_call_failures_total", "counter", "etcd: HTTP calls to the v3 gateway that got no answer"},
     {"lab_stream_batches_total", "counter", "redis-stream flusher: batches committed"},
-    {"lab_stream_entries_total", "counter", "redis-stream flusher: entries in committed batches"},
+    {"lab_stream_entries_total", "counter", "redis-stream flusher: sales in committed batches (a stream entry carries one or a whole group)"},
     {"lab_stream_inserted_total", "counter", "redis-stream flusher: ledger rows inserted"},
     {"lab_stream_flush_failures_total", "counter", "redis-stream flusher: failed flush attempts"},
     {"lab_stream_claimed_total", "counter", "redis-stream flusher: entries taken over from a dead consumer"},

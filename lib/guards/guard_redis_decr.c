@@ -8,6 +8,7 @@
 
 #include "base/db.h"
 #include "base/util.h"
+#include "guards/core/decr_decide.h"
 #include "guards/core/decr_group.h"
 #include "guards/core/coalesce.h"
 #include "guards/core/lock_fields.h"
@@ -20,70 +21,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* KEYS[1] stock key, [2] its epoch, [3] intents, [4] intent details, [5]
- * the MySQL seeds the stock was written from; ARGV[1] qty, [2] nonce, [3]
- * order_id, [4] ms the write may take. {-2}: key missing (Redis lost it,
- * or it is of an older generation: dropped, see RREC_LUA_GEN); {-1,
- * stale}: not enough; else {new stock, epoch, stale, seeds}: the epoch the
- * sale was decided in (for a give-back, redis_reconcile.h), the seeds its
- * MySQL write must still find ("" unknown: a state written before seeds
- * were kept), and the sale is recorded as an intent until its write is
- * known (settled by this instance, or after its deadline, when the
- * instance died, by the next sale or an audit). stale: the nonce of one
- * intent past its deadline, or "". */
-static struct rconn_script decr_script = RCONN_SCRIPT(
-    RREC_LUA_GEN
-    "local v = redis.call('GET', KEYS[1]) "
-    "if not v then return {-2} end "
-    "local ep = redis.call('GET', KEYS[2]) or '' "
-    "if not in_gen(ep) then "
-    "  redis.call('DEL', KEYS[1]) return {-2} end "
-    "local t = redis.call('TIME') "
-    "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) "
-    "local old = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now, 'LIMIT', 0, 1) "
-    "local stale = old[1] or '' "
-    "if tonumber(v) < tonumber(ARGV[1]) then return {-1, stale} end "
-    "local left = redis.call('DECRBY', KEYS[1], ARGV[1]) "
-    "redis.call('ZADD', KEYS[3], now + tonumber(ARGV[4]), ARGV[2]) "
-    "redis.call('HSET', KEYS[4], ARGV[2], ARGV[3] .. '\\n' .. ep .. '\\n' .. ARGV[1]) "
-    "return {left, ep, stale, redis.call('GET', KEYS[5]) or ''}");
-
-/* decr_script for several sales of one SKU in one call (the sales of an
- * instance that reach Redis at the same time): KEYS as decr_script; ARGV
- * per sale: qty, nonce, order_id, ms the write may take. {-2} as
- * decr_script; else {epoch, stale, seeds, then per sale in order: its new
- * stock, or -1 not enough}. Each sale taken is an intent, as one alone. */
-static struct rconn_script decide_many_script = RCONN_SCRIPT(
-    RREC_LUA_GEN
-    "local v = redis.call('GET', KEYS[1]) "
-    "if not v then return {-2} end "
-    "local ep = redis.call('GET', KEYS[2]) or '' "
-    "if not in_gen(ep) then "
-    "  redis.call('DEL', KEYS[1]) return {-2} end "
-    "local t = redis.call('TIME') "
-    "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) "
-    "local old = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now, 'LIMIT', 0, 1) "
-    "local out = {ep, old[1] or '', redis.call('GET', KEYS[5]) or ''} "
-    "local left = tonumber(v) "
-    "local z, h = {}, {} "
-    "for i = 1, #ARGV, 4 do "
-    "  local q = tonumber(ARGV[i]) "
-    "  if left < q then out[#out + 1] = -1 else "
-    "    left = left - q "
-    "    out[#out + 1] = left "
-    "    z[#z + 1] = now + tonumber(ARGV[i + 3]) "
-    "    z[#z + 1] = ARGV[i + 1] "
-    "    h[#h + 1] = ARGV[i + 1] "
-    "    h[#h + 1] = ARGV[i + 2] .. '\\n' .. ep .. '\\n' .. ARGV[i] "
-    "  end "
-    "end "
-    "if #z > 0 then "
-    "  redis.call('DECRBY', KEYS[1], tonumber(v) - left) "
-    "  redis.call('ZADD', KEYS[3], unpack(z)) "
-    "  redis.call('HSET', KEYS[4], unpack(h)) "
-    "end "
-    "return out");
 
 /* KEYS[1] intents, [2] intent details; ARGV[1] nonce. The sale is in
  * MySQL (or will never be given back by its own instance): forget it. */
@@ -106,19 +43,23 @@ static struct rconn_script give_clear_script = RCONN_SCRIPT(
     "return 1");
 
 /* KEYS[1] intents, [2] intent details; ARGV the nonces of a group's sales
- * that are in MySQL: forget them all, in one round trip. */
+ * that are in MySQL (at most STOCK_BATCH_MAX): forget them all, in one
+ * round trip and two commands. */
 static struct rconn_script clear_group_script = RCONN_SCRIPT(
-    "for i = 1, #ARGV do "
-    "  redis.call('ZREM', KEYS[1], ARGV[i]) "
-    "  redis.call('HDEL', KEYS[2], ARGV[i]) "
-    "end "
+    "redis.call('ZREM', KEYS[1], unpack(ARGV)) "
+    "redis.call('HDEL', KEYS[2], unpack(ARGV)) "
     "return #ARGV");
 
-/* A sale's intent: its nonce and keys. */
-struct intent {
-    char nonce[96];
-    char zset[KEYS_MAX], hash[KEYS_MAX];
-};
+/* KEYS[1] intent details; ARGV[1] an order_id. 1 when a sale of that
+ * order is an intent (decided in Redis, its MySQL write not yet known),
+ * else 0. Scans the intents: run only on the out-of-stock path, and there
+ * are at most as many as sales on their way to MySQL. */
+static struct rconn_script in_flight_script = RCONN_SCRIPT(
+    "local p = ARGV[1] .. '\\n' "
+    "for _, d in ipairs(redis.call('HVALS', KEYS[1])) do "
+    "  if string.sub(d, 1, #p) == p then return 1 end "
+    "end "
+    "return 0");
 
 /* The shared Redis server, received at init. */
 static struct redis_shared *redis;
@@ -173,7 +114,7 @@ static long ack_wait_ms(const struct deduct_req *req)
     return left < REDIS_REPLICAS_ACK_MAX_MS ? (left > 1 ? left : 1) : REDIS_REPLICAS_ACK_MAX_MS;
 }
 
-static void intent_init(struct intent *in, const struct deduct_env *env, const char *sku)
+static void intent_init(struct decr_intent *in, const struct deduct_env *env, const char *sku)
 {
     snprintf(in->nonce, sizeof(in->nonce), "%.60s-%llu", env->instance,
              (unsigned long long)atomic_fetch_add(&intent_seq, 1));
@@ -181,152 +122,10 @@ static void intent_init(struct intent *in, const struct deduct_env *env, const c
     keys_stock_intent(in->hash, sku);
 }
 
-/* One run of the decrement script: the new stock (>= 0), -1 not enough,
- * -2 key missing, -3 failure (res filled). *epoch receives the epoch,
- * *seeds the MySQL seeds of the stock (-1 unknown), stale the nonce of an
- * intent past its deadline ("" none). */
-static long long decrement(const struct rrec *k, const struct intent *in,
-                           const struct deduct_req *req, long write_ms,
-                           char epoch[RREC_EPOCH_MAX], long long *seeds, char stale[96],
-                           long long *acked, struct deduct_res *res)
-{
-    char n[24], ms[24], seeds_key[KEYS_MAX];
-    snprintf(n, sizeof(n), "%ld", req->qty);
-    snprintf(ms, sizeof(ms), "%ld", write_ms);
-    keys_stock_seeds(seeds_key, req->sku);
-    const char *argv[9] = {k->state, k->epoch, in->zset, in->hash, seeds_key, n, in->nonce,
-                           req->order_id, ms};
-    *seeds = -1;
-    redisReply *r = redis_shared_eval_acked(redis, &decr_script, 5, 9, argv, acks_of(req),
-                                            ack_wait_ms(req), acked, res->detail,
-                                            sizeof(res->detail));
-    stale[0] = '\0';
-    if (!r) {
-        res->outcome = DEDUCT_UNAVAILABLE;
-        return -3;
-    }
-    long long left = -3;
-    if (r->type == REDIS_REPLY_ARRAY && r->elements >= 1 &&
-        r->element[0]->type == REDIS_REPLY_INTEGER) {
-        left = r->element[0]->integer;
-        const redisReply *st = left >= 0 && r->elements == 4 ? r->element[2]
-                               : left == -1 && r->elements == 2 ? r->element[1] : NULL;
-        if (st && st->type == REDIS_REPLY_STRING)
-            snprintf(stale, 96, "%s", st->str);
-        if (left >= 0 && r->elements == 4) {
-            rrec_epoch_copy(epoch, r->element[1]);
-            const redisReply *sd = r->element[3];
-            if (sd->type == REDIS_REPLY_STRING && sd->len > 0)
-                *seeds = atoll(sd->str);
-        } else if (left >= 0 || left < -2)
-            left = -3;
-    }
-    freeReplyObject(r);
-    if (left == -3) {
-        res->outcome = DEDUCT_INTERNAL;
-        snprintf(res->detail, sizeof(res->detail), "unexpected reply from the decrement script");
-    }
-    return left;
-}
-
-/* One sale's decision in a group (decide_grouped). */
-struct decision {
-    const struct rrec *k;
-    const struct intent *in;
-    const struct deduct_req *req;
-    long write_ms;
-    long long left, seeds;     /* out: as decrement() */
-    char epoch[RREC_EPOCH_MAX], stale[96];
-    struct deduct_res *res;
-};
-
-/* Most decisions per script call. */
-#define DECIDE_MAX 128
-
-/* coal_run_fn: the decisions of members[] (one SKU) in one script call.
- * Only the first member is told of a stale intent (one settler). */
-static void decide_many(struct coal_member *const *m, int n, void *ctx)
-{
-    const struct decision *d0 = m[0]->arg;
-    const char *argv[5 + 4 * DECIDE_MAX];
-    char qty[DECIDE_MAX][24], ms[DECIDE_MAX][24], seeds_key[KEYS_MAX], err[128];
-    keys_stock_seeds(seeds_key, d0->req->sku);
-    argv[0] = d0->k->state;
-    argv[1] = d0->k->epoch;
-    argv[2] = d0->in->zset;
-    argv[3] = d0->in->hash;
-    argv[4] = seeds_key;
-    int argc = 5;
-    for (int i = 0; i < n; i++) {
-        struct decision *d = m[i]->arg;
-        snprintf(qty[i], sizeof(qty[i]), "%ld", d->req->qty);
-        snprintf(ms[i], sizeof(ms[i]), "%ld", d->write_ms);
-        argv[argc++] = qty[i];
-        argv[argc++] = d->in->nonce;
-        argv[argc++] = d->req->order_id;
-        argv[argc++] = ms[i];
-    }
-    redisReply *r = rconn_eval(redis->pool, err, sizeof(err), &decide_many_script, 5, argc,
-                               argv);
-    int missing = r && r->type == REDIS_REPLY_ARRAY && r->elements == 1 &&
-                  r->element[0]->type == REDIS_REPLY_INTEGER && r->element[0]->integer == -2;
-    int ok = r && r->type == REDIS_REPLY_ARRAY && r->elements == (size_t)(3 + n);
-    for (int i = 0; ok && i < 3; i++)
-        ok = r->element[i]->type == REDIS_REPLY_STRING;
-    for (int i = 0; ok && i < n; i++)
-        ok = r->element[3 + i]->type == REDIS_REPLY_INTEGER;
-    for (int i = 0; i < n; i++) {
-        struct decision *d = m[i]->arg;
-        d->seeds = -1;
-        d->stale[0] = '\0';
-        if (missing) {
-            d->left = -2;
-        } else if (!ok) {
-            d->left = -3;
-            d->res->outcome = r ? DEDUCT_INTERNAL : DEDUCT_UNAVAILABLE;
-            snprintf(d->res->detail, sizeof(d->res->detail), "%s",
-                     r ? "unexpected reply from the decrement script" : err);
-        } else {
-            d->left = r->element[3 + i]->integer;
-            rrec_epoch_copy(d->epoch, r->element[0]);
-            if (i == 0)
-                snprintf(d->stale, sizeof(d->stale), "%.*s", (int)r->element[1]->len,
-                         r->element[1]->str);
-            if (r->element[2]->len > 0)
-                d->seeds = atoll(r->element[2]->str);
-        }
-    }
-    freeReplyObject(r);
-}
-
-static struct coalescer deciders = {.mu = PTHREAD_MUTEX_INITIALIZER, .max = DECIDE_MAX};
-
-/* decrement() with the other sales of the SKU deciding at the same time on
- * this instance: one script call for all. A sale with replicas_ack is
- * decided alone (its WAIT is its own). Same returns as decrement(). */
-static long long decide_grouped(const struct rrec *k, const struct intent *in,
-                                const struct deduct_req *req, long write_ms,
-                                char epoch[RREC_EPOCH_MAX], long long *seeds, char stale[96],
-                                long long *acked, struct deduct_res *res)
-{
-    if (acks_of(req) > 0)
-        return decrement(k, in, req, write_ms, epoch, seeds, stale, acked, res);
-    /* left stays -3 unless the call answers it: a sale that expired in
-     * the queue (coal_submit answered it deadline_exceeded) took nothing */
-    struct decision d = {.k = k, .in = in, .req = req, .write_ms = write_ms, .res = res,
-                         .left = -3, .seeds = -1};
-    *acked = 0;
-    coal_submit(&deciders, req->sku, req, res, &d, decide_many, NULL);
-    memcpy(epoch, d.epoch, RREC_EPOCH_MAX);
-    memcpy(stale, d.stale, 96);
-    *seeds = d.seeds;
-    return d.left;
-}
-
 /* The sale is in MySQL (or its fate is Redis's reconciliation's): forget
  * its intent. A failure leaves it to be settled as stale (the ledger then
  * says it landed). */
-static void intent_clear(const struct intent *in)
+static void intent_clear(const struct decr_intent *in)
 {
     char err[128];
     const char *argv[3] = {in->zset, in->hash, in->nonce};
@@ -336,7 +135,7 @@ static void intent_clear(const struct intent *in)
 
 /* The units of a sale that will not be recorded go back, into the state
  * they were taken from only, and its intent goes, in one script. */
-static void give_back(const struct rrec *k, const struct intent *in, const char *epoch,
+static void give_back(const struct rrec *k, const struct decr_intent *in, const char *epoch,
                       long qty, const char *sku)
 {
     char err[128], n[24];
@@ -360,7 +159,7 @@ static void give_back(const struct rrec *k, const struct intent *in, const char 
 static void settle_stale(const struct rrec *k, struct db_conn *db, const char *sku,
                          const char *nonce)
 {
-    struct intent in;
+    struct decr_intent in;
     char err[128];
     keys_stock_intents(in.zset, sku);
     keys_stock_intent(in.hash, sku);
@@ -419,7 +218,7 @@ static void clear_recorded(struct relative_item *items, int n)
     const char *argv[2 + STOCK_BATCH_MAX];
     int argc = 2;
     for (int i = 0; i < n && argc < 2 + STOCK_BATCH_MAX; i++) {
-        const struct intent *in = items[i].ctx;
+        const struct decr_intent *in = items[i].ctx;
         if (items[i].rc != 0 || !in)
             continue;
         argv[0] = in->zset;    /* one SKU: the same keys for all */
@@ -432,18 +231,119 @@ static void clear_recorded(struct relative_item *items, int n)
     freeReplyObject(rconn_eval(redis->pool, err, sizeof(err), &clear_group_script, 2, argc, argv));
 }
 
+/* Is a sale of order_id an intent in `hash` (on its way to MySQL)? 0 no;
+ * 1 yes, res answered DEDUCT_IN_PROGRESS; -1 Redis could not tell, res
+ * answered DEDUCT_UNAVAILABLE (nothing changed either way). */
+static int order_in_flight(const char *hash, const char *order_id, struct deduct_res *res)
+{
+    char err[128];
+    const char *argv[2] = {hash, order_id};
+    redisReply *r = rconn_eval(redis->pool, err, sizeof(err), &in_flight_script, 1, 2, argv);
+    int busy = !r || r->type != REDIS_REPLY_INTEGER ? -1 : r->integer == 1;
+    if (r && busy < 0)
+        snprintf(err, sizeof(err), "unexpected reply");
+    freeReplyObject(r);
+    if (busy == 1) {
+        res->outcome = DEDUCT_IN_PROGRESS;
+        snprintf(res->detail, sizeof(res->detail),
+                 "order %.64s in progress: its sale is on its way to MySQL; nothing changed, "
+                 "repeat it later", order_id);
+    } else if (busy < 0) {
+        res->outcome = DEDUCT_UNAVAILABLE;
+        snprintf(res->detail, sizeof(res->detail),
+                 "Redis could not tell whether order %.40s is in progress: %.40s", order_id,
+                 err);
+    }
+    return busy;
+}
+
+/* The sale as written to MySQL: from the Redis decision on, it has
+ * hold_ms plus the margin to reach MySQL, whatever lock_wait_ms (which
+ * this guard never waits) added to the request's deadline: that bound is
+ * what --redis-reload-wait must exceed, and what its intent's deadline
+ * (write_window_ms) exceeds. */
+static void sale_of(struct deduct_req *sale, const struct deduct_req *req)
+{
+    *sale = *req;
+    double cap = util_now() + (double)(req->hold_ms + REDIS_DECIDED_WRITE_MARGIN_MS) / 1000.0;
+    if (sale->deadline <= 0 || sale->deadline > cap)
+        sale->deadline = cap;
+}
+
+/* decide_record's run: the leader's guard name and MySQL connection. */
+struct record_ctx {
+    const char *guard_name;
+    const struct deduct_env *env;
+};
+
+/* coal_run_fn: decide members[] (one SKU) in one script call, then record
+ * the sales taken in one group commit on the leader's connection and
+ * forget their intents in one more call, before anyone is answered. */
+static void decide_record_many(struct coal_member *const *m, int n, void *ctx)
+{
+    const struct record_ctx *c = ctx;
+    decr_decide_many(redis, m, n);
+    struct relative_item items[DECR_DECIDE_MAX];
+    struct decr_decision *taken[DECR_DECIDE_MAX];
+    int nt = 0;
+    for (int i = 0; i < n && nt < STOCK_BATCH_MAX; i++) {
+        struct decr_decision *d = m[i]->arg;
+        if (d->left < 0)
+            continue;
+        sale_of(&d->sale, d->req);
+        items[nt] = (struct relative_item){.req = &d->sale, .seeds = d->seeds, .res = d->res,
+                                           .ctx = (void *)d->in, .rc = STOCK_NOT_COMMITTED};
+        taken[nt++] = d;
+    }
+    decr_group_record_many(c->guard_name, c->env, items, nt, clear_recorded);
+    for (int i = 0; i < nt; i++) {
+        taken[i]->item = items[i];
+        taken[i]->recorded = 1;
+    }
+}
+
+static struct coalescer decide_recorders = {.mu = PTHREAD_MUTEX_INITIALIZER, .max = DECR_DECIDE_MAX};
+
+/* A sale with no hold_ms and no replicas_ack: its decision and its MySQL
+ * write in ONE coalesced run with the other such sales of the SKU on this
+ * instance (one wake-up per sale, one script call and one group commit
+ * per group). Same returns as decr_decrement(); d->recorded says whether the
+ * write ran (d->item.rc its answer). */
+static long long decide_record(const struct rrec *k, const struct decr_intent *in,
+                               const struct deduct_req *req, const struct guard *self,
+                               const struct deduct_env *env, struct decr_decision *d,
+                               struct deduct_res *res)
+{
+    *d = (struct decr_decision){.k = k, .in = in, .req = req, .write_ms = write_window_ms(req),
+                           .res = res, .left = -3, .seeds = -1};
+    struct record_ctx c = {self->name, env};
+    coal_submit(&decide_recorders, req->sku, req, res, d, decide_record_many, &c);
+    return d->left;
+}
+
 static int redis_decr_deduct(const struct guard *self, const struct deduct_env *env,
                              const struct deduct_req *req, struct deduct_res *res)
 {
     struct rrec k;
-    struct intent in;
+    struct decr_intent in;
     rrec_keys(&k, req->sku);
     intent_init(&in, env, req->sku);
     char epoch[RREC_EPOCH_MAX] = "", stale[96] = "";
     long long left = -2, acked = 0, seeds = -1;
+    /* hold_ms puts a sleep between the decision and the write, and
+     * replicas_ack its own WAIT: those decide and write in two steps */
+    int fused = req->hold_ms <= 0 && acks_of(req) == 0;
+    struct decr_decision d = {.recorded = 0};
     for (int attempt = 0; attempt < 2 && left == -2; attempt++) {
-        left = decide_grouped(&k, &in, req, write_window_ms(req), epoch, &seeds, stale, &acked,
-                              res);
+        if (fused) {
+            left = decide_record(&k, &in, req, self, env, &d, res);
+            memcpy(epoch, d.epoch, RREC_EPOCH_MAX);
+            memcpy(stale, d.stale, 96);
+            seeds = d.seeds;
+        } else {
+            left = decr_decide_grouped(redis, &k, &in, req, write_window_ms(req), acks_of(req),
+                                       ack_wait_ms(req), epoch, &seeds, stale, &acked, res);
+        }
         if (left == -2 && attempt == 0 && rrec_recover(&k, env, req->sku, fill_state, res) == 0)
             return 0;
     }
@@ -456,6 +356,12 @@ static int redis_decr_deduct(const struct guard *self, const struct deduct_env *
         return 0;
     }
     if (left == -1) {
+        /* A repeat of a sale still on its way to MySQL (its intent holds
+         * the unit; no ledger row yet) is not out of stock: asked first,
+         * so a first sale that lands in between is found in the ledger. */
+        int busy = order_in_flight(in.hash, req->order_id, res);
+        if (busy != 0)
+            return 0;
         /* own_idempotency: a repeat of a sale already recorded is its echo,
          * whatever the stock is now (asked only here, on the rare path). */
         struct ledger_row row;
@@ -483,22 +389,22 @@ static int redis_decr_deduct(const struct guard *self, const struct deduct_env *
                  ack_wait_ms(req), acked < 0 ? ": " : "", acked < 0 ? why : "");
         return 0;
     }
-    /* From the Redis decision on, the sale has hold_ms plus the margin to
-     * reach MySQL, whatever lock_wait_ms (which this guard never waits)
-     * added to the request's deadline: that bound is what
-     * --redis-reload-wait must exceed, and what its intent's deadline
-     * (write_window_ms) exceeds. */
-    struct deduct_req sale = *req;
-    double cap = util_now() + (double)(req->hold_ms + REDIS_DECIDED_WRITE_MARGIN_MS) / 1000.0;
-    if (sale.deadline <= 0 || sale.deadline > cap)
-        sale.deadline = cap;
-    req = &sale;
-    util_sleep_ms(req->hold_ms);   /* between the Redis sale and the MySQL write */
-    /* Past its deadline the caller has given up: writing now could also
-     * land after a reconciliation already counted these units as unsold. */
-    if (stock_past_deadline(req, res)) {
-        give_back(&k, &in, epoch, req->qty, req->sku);
-        return 0;
+    struct deduct_req sale;
+    int rc;
+    if (d.recorded) {
+        rc = d.item.rc;        /* written with its group, deadline checked there */
+    } else {
+        sale_of(&sale, req);
+        req = &sale;
+        util_sleep_ms(req->hold_ms);   /* between the Redis sale and the MySQL write */
+        /* Past its deadline the caller has given up: writing now could
+         * also land after a reconciliation already counted these units as
+         * unsold. */
+        if (stock_past_deadline(req, res)) {
+            give_back(&k, &in, epoch, req->qty, req->sku);
+            return 0;
+        }
+        rc = decr_group_record(self->name, env, req, seeds, &in, clear_recorded, res);
     }
     /* Refused: the units go back into their epoch. Floor refusal or a
      * COMMIT with no known outcome: Redis is reconciled from MySQL instead,
@@ -506,7 +412,6 @@ static int redis_decr_deduct(const struct guard *self, const struct deduct_env *
      * since the stock the sale was decided on was written: nothing lands
      * in the new seed; the old state is normally replaced already (the
      * reseed writes Redis before its COMMIT), else it is reconciled. */
-    int rc = decr_group_record(self->name, env, req, seeds, &in, clear_recorded, res);
     if (rc == 0)
         return 0;              /* in MySQL, its intent forgotten with its group's */
     if (rc == STOCK_NOT_COMMITTED) {

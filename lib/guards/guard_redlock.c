@@ -13,8 +13,11 @@
 #include "stock/keys.h"
 #include "stock/txn.h"
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <string.h>
+#include <time.h>
 
 static struct redlock_guard_conf {
     char nodes[512];
@@ -29,6 +32,132 @@ static const struct cfg_opt options[] = {
 
 static struct redlock *redlock;
 static struct redlock_stats stats;
+
+/* ---- one contender per process, turns across processes ----
+ * Redlock has no queue: a loser sleeps a random delay and tries again. With
+ * every worker of two processes polling, most sales won at once while a few
+ * lost round after round (saturation p99/p50 in the hundreds). So threads
+ * of one process that want the same key queue on a local gate and only the
+ * gate's holder contends for the quorum. A holder with a waiter behind it
+ * passes its lease on (no DEL and SET on the masters: the keys stay ours,
+ * with the same token, watchdog and validity), at most RL_RUN times in a
+ * row; then it releases and the next holder yields RL_YIELD_MS, longer
+ * than a contender's retry delay (RL_RETRY_MS: random in [1, 3] ms), so a
+ * waiting process takes its turn. With one contender per process the short
+ * retry delay costs the masters little. A slot belongs to one key while
+ * used; a key whose slot is taken contends without a gate. */
+#define RL_GATES 64
+#define RL_RUN 32
+#define RL_YIELD_MS 5
+#define RL_RETRY_MS 2
+
+struct rl_gate {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    char key[KEYS_MAX];       /* "" = free slot */
+    int held, waiters;
+    int run;                  /* leases passed on in a row */
+    int yield;                /* the next holder yields before its first try */
+    int kept;                 /* `lease` is live, passed on to the next holder */
+    struct redlock_lease lease;
+};
+
+static struct rl_gate gates[RL_GATES] = {
+    [0 ... RL_GATES - 1] = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER}};
+
+static unsigned long key_hash(const char *s)
+{
+    unsigned long h = 5381;
+    while (*s)
+        h = h * 33 + (unsigned char)*s++;
+    return h;
+}
+
+/* Enter key's gate by deadline (util_now clock). Returns the gate (held),
+ * or NULL to contend without one (slot used by another key) or with
+ * *timeout set when the deadline passed while queued. *yield: give other
+ * processes a turn first. *inherited: *lease is the last holder's live
+ * lease, ours now (to use or unlock). A waiter woken with the gate free
+ * always becomes its holder, so a passed lease always has an owner. */
+static struct rl_gate *gate_enter(const char *key, double deadline, int *timeout, int *yield,
+                                  struct redlock_lease *lease, int *inherited)
+{
+    struct rl_gate *g = &gates[key_hash(key) % RL_GATES];
+    *timeout = *yield = *inherited = 0;
+    pthread_mutex_lock(&g->mu);
+    if (g->key[0] && strcmp(g->key, key) != 0) {
+        pthread_mutex_unlock(&g->mu);
+        return NULL;
+    }
+    snprintf(g->key, sizeof(g->key), "%s", key);
+    g->waiters++;
+    while (g->held) {
+        double left = deadline - util_now();
+        if (left <= 0)
+            break;
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        long long ns = ts.tv_nsec + (long long)(left * 1e9);
+        ts.tv_sec += (time_t)(ns / 1000000000LL);
+        ts.tv_nsec = (long)(ns % 1000000000LL);
+        pthread_cond_timedwait(&g->cv, &g->mu, &ts);
+    }
+    g->waiters--;
+    if (g->held) {
+        *timeout = 1;
+        pthread_mutex_unlock(&g->mu);
+        return NULL;
+    }
+    g->held = 1;
+    *yield = g->yield;
+    g->yield = 0;
+    if (g->kept) {
+        *lease = g->lease;
+        *inherited = 1;
+        g->kept = 0;
+    }
+    pthread_mutex_unlock(&g->mu);
+    return g;
+}
+
+/* Leave the gate to a queued thread together with our lease (still ours
+ * on the masters): 1 passed, 0 not (no waiter, or the run is at RL_RUN:
+ * unlock and gate_leave, which makes the next holder yield). */
+static int gate_pass(struct rl_gate *g, const struct redlock_lease *lease)
+{
+    int passed = 0;
+    pthread_mutex_lock(&g->mu);
+    if (g->waiters > 0 && g->run + 1 < RL_RUN) {
+        g->lease = *lease;
+        g->kept = 1;
+        g->held = 0;
+        g->run++;
+        pthread_cond_signal(&g->cv);
+        passed = 1;
+    }
+    pthread_mutex_unlock(&g->mu);
+    return passed;
+}
+
+static void gate_leave(struct rl_gate *g)
+{
+    if (!g)
+        return;
+    pthread_mutex_lock(&g->mu);
+    g->held = 0;
+    if (g->waiters) {
+        if (++g->run >= RL_RUN) {
+            g->run = 0;
+            g->yield = 1;
+        }
+        pthread_cond_signal(&g->cv);
+    } else {
+        g->key[0] = '\0';
+        g->run = 0;
+        g->yield = 0;
+    }
+    pthread_mutex_unlock(&g->mu);
+}
 static char unusable[160];   /* why there is no redlock (a bad node list) */
 
 static int redlock_init(const struct guard *self, const struct guard_backends *b, char *err,
@@ -38,6 +167,7 @@ static int redlock_init(const struct guard *self, const struct guard_backends *b
     redlock_config_default(&cfg);
     cfg.instance = b->instance;
     cfg.stats = &stats;
+    cfg.retry_delay_ms = RL_RETRY_MS;   /* one contender per process: see the gate */
     /* A stack may run without Redlock masters: only this guard fails then,
      * per request, saying why. */
     if (redlock_parse_nodes(conf.nodes, "127.0.0.1", &cfg) != 0) {
@@ -59,11 +189,31 @@ static void redlock_fini(const struct guard *self)
 
 struct held {
     struct redlock_lease lease;
+    struct rl_gate *gate;     /* NULL: contended without one */
 };
 
-/* Take the Redlock lease on req->sku with req's ttl and wait, watched by
- * the watchdog unless the request turned it off. 0 held, -1 with res
- * filled. */
+/* An inherited lease serves this request only when it is what the request
+ * would have asked for (ttl, watchdog) and has at least half its ttl of
+ * validity left (a lease nobody renews ages along a run). */
+static int lease_fits(const struct redlock_lease *l, long ttl, int watchdog)
+{
+    return l->ttl_ms == ttl && (l->wd_id != 0) == (watchdog != 0) &&
+           redlock_validity_left(redlock, l) >= ttl / 2;
+}
+
+/* Give the lock back: to the next thread of this process (lease passed
+ * on) or to everyone (unlock on the masters, then leave the gate). */
+static void give(struct held *h)
+{
+    if (h->gate && gate_pass(h->gate, &h->lease))
+        return;
+    redlock_unlock(redlock, &h->lease);
+    gate_leave(h->gate);
+}
+
+/* Take the Redlock lease on req->sku with req's ttl and wait (the local
+ * gate first, then the quorum), watched by the watchdog unless the request
+ * turned it off. 0 held, -1 with res filled. */
 static int take(const struct deduct_env *env, const struct deduct_req *req, struct held *h,
                 struct deduct_res *res)
 {
@@ -86,24 +236,47 @@ static int take(const struct deduct_env *env, const struct deduct_req *req, stru
     char key[KEYS_MAX];
     keys_lock(key, req->sku);
     long ttl = lock_opts_ttl(lo, env->default_ttl_ms);
-    double t0 = util_now();
-    int rc = redlock_lock(redlock, key, ttl, req->lock_wait_ms, &h->lease);
-    res->lock_wait_s = util_now() - t0;
-    if (rc != REDLOCK_OK) {
-        res->outcome = rc == REDLOCK_TIMEOUT    ? DEDUCT_LOCK_TIMEOUT
-                       : rc == REDLOCK_EUNAVAIL ? DEDUCT_UNAVAILABLE
-                                                : DEDUCT_INTERNAL;
-        snprintf(res->detail, sizeof(res->detail), "redlock over %d masters: %.100s",
-                 redlock_nodes(redlock), h->lease.errstr);
+    double t0 = util_now(), deadline = t0 + (double)req->lock_wait_ms / 1000.0;
+    int gate_timeout, yield, inherited;
+    h->gate = gate_enter(key, deadline, &gate_timeout, &yield, &h->lease, &inherited);
+    if (gate_timeout) {
+        res->lock_wait_s = util_now() - t0;
+        res->outcome = DEDUCT_LOCK_TIMEOUT;
+        snprintf(res->detail, sizeof(res->detail),
+                 "redlock over %d masters: %s busy in this process for %ld ms",
+                 redlock_nodes(redlock), key, req->lock_wait_ms);
         return -1;
     }
-    /* Without renewals a holder outliving its lease would write
-     * unprotected; the watchdog keeps the quorum's keys alive instead. A
-     * watchdog that cannot start leaves the validity check to refuse. */
-    if (lo->watchdog && redlock_watch(redlock, &h->lease) != 0)
-        fprintf(stderr, "redlock: watchdog not started for %s\n", key);
+    if (inherited && !lease_fits(&h->lease, ttl, lo->watchdog)) {
+        redlock_unlock(redlock, &h->lease);   /* token-checked: never another's */
+        inherited = 0;
+    }
+    if (!inherited) {
+        if (yield) {
+            long left_ms = (long)((deadline - util_now()) * 1000.0);
+            util_sleep_ms(left_ms < RL_YIELD_MS ? left_ms : RL_YIELD_MS);
+        }
+        long left_ms = (long)((deadline - util_now()) * 1000.0);
+        int rc = redlock_lock(redlock, key, ttl, left_ms > 0 ? left_ms : 0, &h->lease);
+        if (rc != REDLOCK_OK) {
+            gate_leave(h->gate);
+            res->lock_wait_s = util_now() - t0;
+            res->outcome = rc == REDLOCK_TIMEOUT    ? DEDUCT_LOCK_TIMEOUT
+                           : rc == REDLOCK_EUNAVAIL ? DEDUCT_UNAVAILABLE
+                                                    : DEDUCT_INTERNAL;
+            snprintf(res->detail, sizeof(res->detail), "redlock over %d masters: %.100s",
+                     redlock_nodes(redlock), h->lease.errstr);
+            return -1;
+        }
+        /* Without renewals a holder outliving its lease would write
+         * unprotected; the watchdog keeps the quorum's keys alive instead.
+         * A watchdog that cannot start leaves the validity check to refuse. */
+        if (lo->watchdog && redlock_watch(redlock, &h->lease) != 0)
+            fprintf(stderr, "redlock: watchdog not started for %s\n", key);
+    }
+    res->lock_wait_s = util_now() - t0;
     if (guard_deadline_passed(req, res)) {
-        redlock_unlock(redlock, &h->lease);
+        give(h);
         return -1;
     }
     return 0;
@@ -134,7 +307,7 @@ static int redlock_locked(const struct guard *self, const struct deduct_env *env
     int ret = -1;
     if (still_valid(&h, res))
         ret = work(ctx, env, req, res);
-    redlock_unlock(redlock, &h.lease);
+    give(&h);
     return ret;
 }
 
@@ -145,7 +318,7 @@ static int redlock_deduct(const struct guard *self, const struct deduct_env *env
     if (take(env, req, &h, res) != 0)
         return 0;
     stock_rmw_checked(self->name, env, req, still_valid, &h, res);
-    redlock_unlock(redlock, &h.lease);
+    give(&h);
     return 0;
 }
 

@@ -189,12 +189,16 @@ static void lease_err(struct redlock_lease *l, int code, const char *fmt, ...)
     va_end(ap);
 }
 
-/* Token-checked delete on every node; returns how many deleted our key. */
-static int unlock_all(struct redlock *r, const char *key, const char *token)
+/* Token-checked delete on every node not in `skip` (NULL: none); returns
+ * how many deleted our key. */
+static int unlock_nodes(struct redlock *r, const char *key, const char *token,
+                        const char *skip)
 {
     int deleted = 0;
 
     for (int i = 0; i < r->cfg.nnodes; i++) {
+        if (skip && skip[i])
+            continue;
         redisContext *ctx = node_get(r, i);
         if (!ctx)
             continue;
@@ -212,6 +216,11 @@ static long retry_delay(const struct redlock *r)
     long d = r->cfg.retry_delay_ms;
 
     return util_rand_range(d / 2, d / 2 + d);
+}
+
+static int unlock_all(struct redlock *r, const char *key, const char *token)
+{
+    return unlock_nodes(r, key, token, NULL);
 }
 
 int redlock_lock(struct redlock *r, const char *key, long ttl_ms, long wait_ms,
@@ -236,6 +245,7 @@ int redlock_lock(struct redlock *r, const char *key, long ttl_ms, long wait_ms,
     for (;;) {
         const char *av[6] = { "SET", key, lease->token, "NX", "PX", ttl };
         int locked = 0, reached = 0;
+        char refused[REDLOCK_NODES_MAX] = {0};   /* answered "not set" */
         int64_t t0 = util_now_ms();
 
         attempt++;
@@ -250,6 +260,8 @@ int redlock_lock(struct redlock *r, const char *key, long ttl_ms, long wait_ms,
                 reached++;
                 if (rep->type == REDIS_REPLY_STATUS)
                     locked++;
+                else if (rep->type == REDIS_REPLY_NIL)
+                    refused[i] = 1;
             }
             if (rep)
                 freeReplyObject(rep);
@@ -265,8 +277,10 @@ int redlock_lock(struct redlock *r, const char *key, long ttl_ms, long wait_ms,
             return REDLOCK_OK;
         }
         /* Partial locks would block others until their TTL: undo them all,
-         * including nodes whose reply we may have missed. */
-        unlock_all(r, key, lease->token);
+         * including nodes whose reply we may have missed. A node that
+         * answered nil to SET NX holds someone else's key, never ours:
+         * skipped (a contender that lost everywhere sends no deletes). */
+        unlock_nodes(r, key, lease->token, refused);
         atomic_fetch_add(&r->stats->quorum_failures, 1);
         if (reached < q) {
             atomic_fetch_add(&r->stats->unavailable, 1);

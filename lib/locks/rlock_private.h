@@ -167,6 +167,14 @@ int rlock_sub_handoff(struct rlock_sub *s, struct rlock *from);
  * sales/s, 32 gave 2,070-2,330 with p99/p50 2.8-3.5, 64 and 128 pushed
  * p99/p50 to 10-36 (the other instance waits a whole run). */
 #define RLOCK_HANDOFF_RUN 32
+/* After a run of RLOCK_HANDOFF_RUN ended in a release through Redis, the
+ * waiters of that process woken by its message wait this long before they
+ * try (rlock_sub_yield_us): the other processes' waiters, woken by the same
+ * message, take the key first. Longer than a pub/sub wake-up on a loaded
+ * host; with no other process waiting it costs one pause per run. */
+#define RLOCK_YIELD_US 3000
+/* Microseconds left of e's yield (0: none), see RLOCK_YIELD_US. */
+long rlock_sub_yield_us(struct rlock_sub *s, struct rlock_sub_entry *e);
 /* Stop waiting on e (unsubscribed once its last waiter left); NULL ok. */
 void rlock_sub_leave(struct rlock_sub *s, struct rlock_sub_entry *e);
 

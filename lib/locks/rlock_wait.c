@@ -162,8 +162,12 @@ static int wait_shared(struct rlock *l, redisContext *ctx, int64_t deadline_us, 
             rc = 1;
             break;
         }
-        if (w == 1)
+        if (w == 1) {
             atomic_fetch_add(&l->client->stats->notifications, 1);
+            long y = (rlock_sub_yield_us(s, e) + 999) / 1000;   /* our run ended: others first */
+            remaining = (long)((deadline_us - util_now_us()) / 1000);
+            util_sleep_ms(y < remaining ? y : remaining);
+        }
         if (!ready)
             ready = rlock_sub_ready(s, e, 0);
     }

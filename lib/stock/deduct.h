@@ -67,6 +67,7 @@ static inline double deduct_time_left(const struct deduct_req *r)
     X(DEDUCT_RETRY_EXHAUSTED, "retry_exhausted",     503, "retry_exhausted",     1) \
     X(DEDUCT_UNAVAILABLE,     "backend_unavailable", 503, "backend_unavailable", 1) \
     X(DEDUCT_DEADLINE,        "deadline_exceeded",   503, "deadline_exceeded",   1) \
+    X(DEDUCT_IN_PROGRESS,     "in_progress",         503, "order_in_progress",   1) \
     X(DEDUCT_INTERNAL,        "internal",            500, "internal",            0)
 
 enum deduct_outcome {

@@ -141,12 +141,83 @@ static void test_decr_repeats_in_groups(void **state)
     assert_int_equal(redis_stock("Td-rep"), 0);
 }
 
+/* A repeat of an order whose first sale is still on its way to MySQL
+ * (decided in Redis, the last unit, not yet committed), on the other
+ * instance: Redis is empty and the ledger has no row yet, but it is not
+ * out of stock for that order. It answers 503 order_in_progress and
+ * changes nothing; once the first is answered, the repeat is its echo. */
+static void test_decr_repeat_in_flight_is_in_progress(void **state)
+{
+    assert_int_equal(it_seed("Td-infl", 1), 200);
+    struct it_bg_post held;
+    assert_int_equal(it_bg_deduct(&held, it.inventory[0],
+                                  "{\"sku\":\"Td-infl\",\"order_id\":\"td-infl-1\","
+                                  "\"guard\":\"redis-decr\",\"hold_ms\":1500}"), 0);
+    assert_int_equal(it_redis_get_until("stock:{Td-infl}", 0, 200, 10), 0);
+    char u1[200];
+    snprintf(u1, sizeof(u1), "%s/inventory/deduct", it.inventory[1]);
+    const char *rep = "{\"sku\":\"Td-infl\",\"order_id\":\"td-infl-1\",\"guard\":\"redis-decr\"}";
+    struct it_resp r;
+    long st = it_http("POST", u1, rep, &r);
+    const char *err = json_string_value(json_object_get(r.json, "error"));
+    print_message("repeat while the first is in flight: %ld %s\n", st, r.body);
+    assert_int_equal(st, 503);
+    assert_non_null(err);
+    assert_string_equal(err, "order_in_progress");
+    it_resp_free(&r);
+    assert_int_equal(redis_stock("Td-infl"), 0);            /* nothing changed */
+    assert_int_equal(it_sql_value("SELECT COUNT(*) FROM db_shopping.ledger WHERE order_id='td-infl-1'"), 0);
+    it_bg_post_join(&held);
+    assert_int_equal(held.status, 200);
+    assert_int_equal(it_http("POST", u1, rep, &r), 200);      /* now the echo */
+    assert_true(json_is_true(json_object_get(r.json, "duplicate")));
+    it_resp_free(&r);
+    struct it_audit a;
+    assert_int_equal(it_audit("Td-infl", &a), 0);
+    assert_int_equal(a.stock, 0);
+    assert_int_equal(a.sold, 1);
+    assert_true(a.consistent);
+    assert_int_equal(redis_stock("Td-infl"), 0);
+}
+
+/* Group commits answer each sale with its own remaining: 300 sales of one
+ * unit on both instances at once leave ledger rows whose remaining values
+ * are exactly 999..700, once each (each row's stock after it), whether a
+ * group took the fast write or read the row first. */
+static void test_decr_group_remaining_exact(void **state)
+{
+    assert_int_equal(it_seed("Td-rem", 1000), 200);
+    char u0[200], u1[200];
+    snprintf(u0, sizeof(u0), "%s/inventory/deduct", it.inventory[0]);
+    snprintf(u1, sizeof(u1), "%s/inventory/deduct", it.inventory[1]);
+    const char *const urls[2] = {u0, u1};
+    struct it_load l = {.total = 300, .clients = 32, .urls = urls, .nurls = 2, .method = "POST",
+                        .body_fmt = "{\"sku\":\"Td-rem\",\"order_id\":\"td-rem-%d\","
+                                    "\"guard\":\"redis-decr\"}"};
+    it_hammer(&l);
+    assert_int_equal(l.by_status[200], 300);
+    const char *w = "FROM db_shopping.ledger WHERE sku='Td-rem'";
+    char q[256];
+    snprintf(q, sizeof(q), "SELECT COUNT(DISTINCT remaining) %s", w);
+    assert_int_equal(it_sql_value(q), 300);
+    snprintf(q, sizeof(q), "SELECT MIN(remaining) %s", w);
+    assert_int_equal(it_sql_value(q), 700);
+    snprintf(q, sizeof(q), "SELECT MAX(remaining) %s", w);
+    assert_int_equal(it_sql_value(q), 999);
+    struct it_audit a;
+    assert_int_equal(it_audit("Td-rem", &a), 0);
+    assert_int_equal(a.stock, 700);
+    assert_true(a.consistent);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_decr_stale_intent_settled_by_audit),
         cmocka_unit_test(test_decr_reseed_during_sale_elsewhere),
         cmocka_unit_test(test_decr_repeats_in_groups),
+        cmocka_unit_test(test_decr_repeat_in_flight_is_in_progress),
+        cmocka_unit_test(test_decr_group_remaining_exact),
     };
     return cmocka_run_group_tests(tests, group_setup, NULL);
 }

@@ -3,50 +3,56 @@
 
 #include "base/util.h"
 
+#include <errno.h>
+#include <linux/futex.h>
+#include <sched.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 /* A waiting thread re-checks its deadline at least this often. */
 #define COAL_WAIT_SLICE_S 0.05
 
-enum { MEMBER_QUEUED, MEMBER_TAKEN, MEMBER_DONE };
+/* A member's state; only QUEUED members are in a slot's open[]. LEAD: it
+ * was named leader and no call of its key is in flight: it takes the
+ * queue and runs it. WAKING: its answer is in, the leader is still waking
+ * it (it must not return yet: its state word lives on its stack). */
+enum { MEMBER_QUEUED, MEMBER_LEAD, MEMBER_TAKEN, MEMBER_WAKING, MEMBER_DONE };
 
-static pthread_condattr_t cv_attr;
-static pthread_once_t attr_once = PTHREAD_ONCE_INIT;
-static int attr_ok;
-
-/* Condition variables on the monotonic clock, the one deadlines use. */
-static void attr_init(void)
+/* Sleep while m->state is `seen`, at most `s` seconds (a wake-up may also
+ * be spurious: callers re-read the state). */
+static void member_sleep(struct coal_member *m, int seen, double s)
 {
-    attr_ok = pthread_condattr_init(&cv_attr) == 0 &&
-              pthread_condattr_setclock(&cv_attr, CLOCK_MONOTONIC) == 0;
+    if (s < 0.0005)
+        s = 0.0005;
+    struct timespec ts = {.tv_sec = (time_t)s, .tv_nsec = (long)((s - (double)(time_t)s) * 1e9)};
+    syscall(SYS_futex, (int *)&m->state, FUTEX_WAIT_PRIVATE, seen, &ts, NULL, 0);
+}
+
+/* Set m's state and wake it. `m` may be gone once it sees a final state
+ * (DONE), so the wake-up goes out while it shows WAKING. */
+static void member_set(struct coal_member *m, int state)
+{
+    if (state == MEMBER_DONE) {
+        atomic_store(&m->state, MEMBER_WAKING);
+        syscall(SYS_futex, (int *)&m->state, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+        atomic_store(&m->state, MEMBER_DONE);
+        return;
+    }
+    atomic_store(&m->state, state);
+    syscall(SYS_futex, (int *)&m->state, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 }
 
 /* Caller holds c->mu. 1 when usable. */
 static int ready(struct coalescer *c)
 {
-    if (c->inited)
-        return c->inited > 0;
-    pthread_once(&attr_once, attr_init);
-    int ok = attr_ok;
-    for (int i = 0; ok && i < COAL_SLOTS; i++)
-        ok = pthread_cond_init(&c->slots[i].cv, &cv_attr) == 0;
-    if (c->max <= 0 || c->max > COAL_GROUP_MAX)
-        c->max = COAL_GROUP_MAX;
-    c->inited = ok ? 1 : -1;
-    return ok;
-}
-
-/* Wait on cv until util_now() reaches `until` (capped at one slice).
- * Caller holds mu. */
-static void timed_wait(pthread_cond_t *cv, pthread_mutex_t *mu, double until)
-{
-    double now = util_now(), t = until;
-    if (t > now + COAL_WAIT_SLICE_S || t <= 0)
-        t = now + COAL_WAIT_SLICE_S;
-    struct timespec ts = {.tv_sec = (time_t)t,
-                          .tv_nsec = (long)((t - (double)(time_t)t) * 1e9)};
-    pthread_cond_timedwait(cv, mu, &ts);
+    if (!c->inited) {
+        if (c->max <= 0 || c->max > COAL_GROUP_MAX)
+            c->max = COAL_GROUP_MAX;
+        c->inited = 1;
+    }
+    return 1;
 }
 
 /* The slot of key, claimed when free; NULL when the table is full.
@@ -65,56 +71,73 @@ static struct coal_slot *slot_find(struct coalescer *c, const char *key)
     return free_slot;
 }
 
-/* The leader: wait for the key's call in flight, take the queue, run it.
- * Called and returns with mu held. */
+/* Name the next leader among the queued, when none is named: it leads
+ * now when no call is in flight, else when the call ends. Returns the
+ * member to wake (state LEAD), or NULL. Caller holds mu. */
+static struct coal_member *name_leader(struct coal_slot *s)
+{
+    if (!s->leader && s->nopen > 0)
+        s->leader = s->open[0];
+    if (s->leader && s->in_flight == 0) {
+        struct coal_member *l = s->leader;
+        atomic_store(&l->state, MEMBER_LEAD);
+        return l;
+    }
+    return NULL;
+}
+
+/* Drop m from the queue. Caller holds mu. */
+static void unqueue(struct coal_slot *s, struct coal_member *m)
+{
+    for (int i = 0; i < s->nopen; i++)
+        if (s->open[i] == m) {
+            memmove(&s->open[i], &s->open[i + 1], (size_t)(s->nopen - i - 1) * sizeof(s->open[0]));
+            s->nopen--;
+            break;
+        }
+    if (s->leader == m)
+        s->leader = NULL;
+}
+
+/* The leader (state LEAD, so no call of the key is in flight): take the
+ * queue, run it, answer and wake every member, name the next leader. */
 static void lead(struct coalescer *c, struct coal_slot *s, struct coal_member *me,
                  coal_run_fn run, void *ctx)
 {
-    double t0 = util_now();
-    while (s->in_flight > 0 && !deduct_expired(me->req))
-        timed_wait(&s->cv, &c->mu, me->req->deadline);
     struct coal_member *taken[COAL_GROUP_MAX];
-    int n = 0;
-    if (s->in_flight > 0) {
-        /* Past our deadline behind a slow call: leave alone; the next
-         * member queued leads. */
-        for (int i = 0; i < s->nopen; i++)
-            if (s->open[i] == me) {
-                memmove(&s->open[i], &s->open[i + 1],
-                        (size_t)(s->nopen - i - 1) * sizeof(s->open[0]));
-                s->nopen--;
-                break;
-            }
-        s->has_leader = 0;
-        if (s->nopen > 0)
-            pthread_cond_signal(&s->open[0]->cv);   /* it becomes leader */
-        stock_past_deadline(me->req, me->res);
-        return;
-    }
-    n = s->nopen;
+    pthread_mutex_lock(&c->mu);
+    int n = s->nopen;
+    double now = util_now();
     for (int i = 0; i < n; i++) {
         taken[i] = s->open[i];
-        taken[i]->state = MEMBER_TAKEN;
+        atomic_store(&taken[i]->state, MEMBER_TAKEN);
+        taken[i]->res->lock_wait_s = now - taken[i]->t0;
     }
     s->nopen = 0;
-    s->has_leader = 0;
+    s->leader = NULL;
     s->in_flight++;
     c->calls++;
     c->members += (unsigned long long)n;
     pthread_mutex_unlock(&c->mu);
 
-    me->res->lock_wait_s = util_now() - t0;
     run(taken, n, ctx);
 
     pthread_mutex_lock(&c->mu);
-    /* One wake-up per member, and one for the next leader: no herd. */
-    for (int i = 0; i < n; i++) {
-        taken[i]->state = MEMBER_DONE;
-        if (taken[i] != me)
-            pthread_cond_signal(&taken[i]->cv);
-    }
     s->in_flight--;
-    pthread_cond_broadcast(&s->cv);
+    s->users -= n;
+    struct coal_member *next = name_leader(s);
+    if (s->users == 0)
+        s->key[0] = '\0';
+    /* The next leader is woken under the lock: it cannot lead (and be
+     * gone) before the wake-up is out. */
+    if (next)
+        member_set(next, MEMBER_LEAD);
+    pthread_mutex_unlock(&c->mu);
+    /* Outside the lock: a woken member returns without waiting for it. */
+    for (int i = 0; i < n; i++)
+        if (taken[i] != me)
+            member_set(taken[i], MEMBER_DONE);
+    atomic_store(&me->state, MEMBER_DONE);
 }
 
 void coal_submit(struct coalescer *c, const char *key, const struct deduct_req *req,
@@ -124,7 +147,7 @@ void coal_submit(struct coalescer *c, const char *key, const struct deduct_req *
     struct coal_member *alone[1] = {&me};
     pthread_mutex_lock(&c->mu);
     struct coal_slot *s = ready(c) && strlen(key) < COAL_KEY_MAX ? slot_find(c, key) : NULL;
-    if (!s || s->nopen >= c->max || pthread_cond_init(&me.cv, &cv_attr) != 0) {
+    if (!s || s->nopen >= c->max) {
         if (s && s->users == 0)
             s->key[0] = '\0';
         c->calls++;
@@ -133,36 +156,47 @@ void coal_submit(struct coalescer *c, const char *key, const struct deduct_req *
         run(alone, 1, ctx);
         return;
     }
+    me.t0 = util_now();
     s->users++;
     s->open[s->nopen++] = &me;
-    double t0 = util_now();
-    for (;;) {
-        if (me.state == MEMBER_DONE)
-            break;
-        if (me.state == MEMBER_QUEUED && !s->has_leader) {
-            s->has_leader = 1;
-            lead(c, s, &me, run, ctx);
-            break;
-        }
-        if (me.state == MEMBER_QUEUED && deduct_expired(req)) {
-            for (int i = 0; i < s->nopen; i++)
-                if (s->open[i] == &me) {
-                    memmove(&s->open[i], &s->open[i + 1],
-                            (size_t)(s->nopen - i - 1) * sizeof(s->open[0]));
-                    s->nopen--;
-                    break;
-                }
-            stock_past_deadline(req, res);
-            break;
-        }
-        if (me.state == MEMBER_QUEUED)
-            res->lock_wait_s = util_now() - t0;
-        timed_wait(&me.cv, &c->mu, req->deadline);
-    }
-    if (--s->users == 0)
-        s->key[0] = '\0';
+    struct coal_member *lead_now = name_leader(s);   /* us, or a leader not yet woken */
+    if (lead_now && lead_now != &me)
+        member_set(lead_now, MEMBER_LEAD);
     pthread_mutex_unlock(&c->mu);
-    pthread_cond_destroy(&me.cv);
+    for (;;) {
+        int st = atomic_load(&me.state);
+        if (st == MEMBER_DONE)
+            return;
+        if (st == MEMBER_LEAD) {
+            lead(c, s, &me, run, ctx);
+            return;
+        }
+        if (st == MEMBER_WAKING) {   /* the leader is between two stores */
+            sched_yield();
+            continue;
+        }
+        if (st == MEMBER_QUEUED && deduct_expired(req)) {
+            pthread_mutex_lock(&c->mu);
+            if (atomic_load(&me.state) == MEMBER_QUEUED) {
+                /* Nothing was sent for us: leave, passing on the lead. */
+                unqueue(s, &me);
+                struct coal_member *next = name_leader(s);
+                if (--s->users == 0)
+                    s->key[0] = '\0';
+                if (next)
+                    member_set(next, MEMBER_LEAD);
+                pthread_mutex_unlock(&c->mu);
+                res->lock_wait_s = util_now() - me.t0;
+                stock_past_deadline(req, res);
+                return;
+            }
+            pthread_mutex_unlock(&c->mu);
+            continue;
+        }
+        double left = st == MEMBER_QUEUED && req->deadline > 0 ? req->deadline - util_now()
+                                                                : COAL_WAIT_SLICE_S;
+        member_sleep(&me, st, left < COAL_WAIT_SLICE_S ? left : COAL_WAIT_SLICE_S);
+    }
 }
 
 void coal_counts(struct coalescer *c, unsigned long long *calls, unsigned long long *members)

@@ -6,13 +6,18 @@
  * which answers each member. A queued member past its deadline leaves the
  * queue (nothing was sent for it); a taken one waits for the call, whose
  * every step the run function bounds. One key has at most one call in
- * flight, so its requests reach the backend in arrival order. */
+ * flight, so its requests reach the backend in arrival order.
+ * Each member sleeps on its own word (a Linux futex), woken once: by the
+ * call that answered it, or to lead. A woken member never takes the
+ * coalescer's lock again (the leader did its bookkeeping), so a group's
+ * answers cost one wake-up each, not a convoy on one mutex. */
 #ifndef LAB_COALESCE_H
 #define LAB_COALESCE_H
 
 #include "guards/guard.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 
 #define COAL_SLOTS 64          /* keys with a group at once; more run alone */
 #define COAL_GROUP_MAX 256     /* members of one call at most */
@@ -23,8 +28,8 @@ struct coal_member {
     const struct deduct_req *req;
     struct deduct_res *res;
     void *arg;                 /* the caller's, per member */
-    int state;                 /* coalesce.c's */
-    pthread_cond_t cv;
+    atomic_int state;          /* coalesce.c's; the word the member sleeps on */
+    double t0;                 /* when it queued (lock_wait_s) */
 };
 
 /* Run the group `m` (n >= 1, in arrival order) in one call and fill every
@@ -33,16 +38,16 @@ typedef void (*coal_run_fn)(struct coal_member *const *m, int n, void *ctx);
 
 struct coal_slot {
     char key[COAL_KEY_MAX];        /* "" = free */
-    int users, has_leader, in_flight, nopen;
+    int users, in_flight, nopen;
+    struct coal_member *leader;    /* the queued member that leads next */
     struct coal_member *open[COAL_GROUP_MAX];
-    pthread_cond_t cv;             /* the next leader: a call of the key ended */
 };
 
 /* A coalescer: zero-initialised static storage (a guard's), ready on first
  * use. `max` (<= COAL_GROUP_MAX; 0: COAL_GROUP_MAX) caps a group. */
 struct coalescer {
     pthread_mutex_t mu;
-    int inited;                    /* 1 ready, -1 condition variables failed */
+    int inited;                    /* 1 ready */
     int max;
     struct coal_slot slots[COAL_SLOTS];
     /* counters: calls made, members they carried */

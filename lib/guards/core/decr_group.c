@@ -37,6 +37,17 @@ static void record_many(struct coal_member *const *m, int n, void *ctx)
         *(struct relative_item *)m[i]->arg = items[i];
 }
 
+void decr_group_record_many(const char *guard_name, const struct deduct_env *env,
+                            struct relative_item *items, int n, decr_group_done_fn done)
+{
+    if (n <= 0)
+        return;
+    stock_record_relative_batch(guard_name, env, items, n);
+    observe_group(n);
+    if (done)
+        done(items, n);
+}
+
 int decr_group_record(const char *guard_name, const struct deduct_env *env,
                       const struct deduct_req *req, long long seeds, void *ctx,
                       decr_group_done_fn done, struct deduct_res *res)

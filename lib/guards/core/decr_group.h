@@ -27,4 +27,12 @@ int decr_group_record(const char *guard_name, const struct deduct_env *env,
                       const struct deduct_req *req, long long seeds, void *ctx,
                       decr_group_done_fn done, struct deduct_res *res);
 
+/* The same group commit for items[0..n-1] (n <= STOCK_BATCH_MAX, one
+ * SKU; the caller set req, seeds, res, ctx, rc = STOCK_NOT_COMMITTED,
+ * answered = 0) that the caller gathered itself (redis-decr's decision and
+ * write in one coalesced run): recorded on env->db, counted in
+ * lab_decr_group_size, then done(). Every item is answered on return. */
+void decr_group_record_many(const char *guard_name, const struct deduct_env *env,
+                            struct relative_item *items, int n, decr_group_done_fn done);
+
 #endif

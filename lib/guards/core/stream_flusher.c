@@ -46,8 +46,9 @@ struct flusher {
     atomic_int stop;
     redisContext *rc;
     struct db_conn *db;
-    struct sale sales[SFLUSH_BATCH_MAX];
-    int n;
+    struct sale sales[SFLUSH_SALES_MAX];
+    int n;                     /* sales; an entry's sales are adjacent */
+    int more;                  /* an entry read did not fit: read ours again */
 };
 
 static struct flusher fl;
@@ -81,33 +82,34 @@ static void nap(long ms)
 /* KEYS[1] stream, [2] pending entries, [3] pending units, [4] the flushing
  * marks, [5] the flush counter, [6] cancelled entries, [7] unacked
  * entries (an entry flushed after its wait ran out); ARGV[1] group, [2]
- * instance, then (id, sku, qty, give) quadruples (sku "" for an entry that
- * is only acknowledged: malformed, or taken back by its sale, which
- * counted it off itself). An entry is counted off only by the XACK that
- * removed it from the group's pending list: a claimed entry two flushers
- * wrote is counted once. give "1": the ledger already had another sale
- * under that order_id (a repeat Redis no longer remembered), so MySQL took
- * nothing for it and its units go back to the SKU's Redis stock -- when
- * that stock exists; a missing one is reloaded from MySQL less pending,
- * which this very script lowers. The mark goes and the counter moves in
- * the same script: the audit's snapshot (sflush_side_script) relies on
- * it. */
+ * instance, then (id, sku, sales, units, give) per entry (sku "" for an
+ * entry that is only acknowledged: malformed, or taken back by its sale,
+ * which counted it off itself). The pending counts are in sales (an entry
+ * carries one sale or a group's). An entry is counted off only by the
+ * XACK that removed it from the group's pending list: a claimed entry two
+ * flushers wrote is counted once. give > 0: units of sales whose order_id
+ * the ledger already had under another sale (a repeat Redis no longer
+ * remembered), so MySQL took nothing for them and they go back to the
+ * SKU's Redis stock -- when that stock exists; a missing one is reloaded
+ * from MySQL less pending, which this very script lowers. The mark goes
+ * and the counter moves in the same script: the audit's snapshot
+ * (sflush_side_script) relies on it. */
 static struct rconn_script ack_script = RCONN_SCRIPT(
     "local n = 0 "
     "local nc = redis.call('SCARD', KEYS[6]) "
     "local nu = redis.call('ZCARD', KEYS[7]) "
     "local cnt, units, ids = {}, {}, {} "
-    "for i = 3, #ARGV, 4 do "
+    "for i = 3, #ARGV, 5 do "
     "  local sku = ARGV[i + 1] "
     "  if redis.call('XACK', KEYS[1], ARGV[1], ARGV[i]) == 1 then "
     "    n = n + 1 "
     "    if sku ~= '' then "
-    "      cnt[sku] = (cnt[sku] or 0) + 1 "
-    "      units[sku] = (units[sku] or 0) + tonumber(ARGV[i + 2]) "
-    "      if ARGV[i + 3] == '1' then "
+    "      cnt[sku] = (cnt[sku] or 0) + tonumber(ARGV[i + 2]) "
+    "      units[sku] = (units[sku] or 0) + tonumber(ARGV[i + 3]) "
+    "      if tonumber(ARGV[i + 4]) > 0 then "
     "        local st = 'sstock:{' .. sku .. '}' "
     "        if redis.call('EXISTS', st) == 1 then "
-    "          redis.call('INCRBY', st, ARGV[i + 2]) end "
+    "          redis.call('INCRBY', st, ARGV[i + 4]) end "
     "      end "
     "    end "
     "  end "
@@ -191,37 +193,77 @@ static void field_copy(char *out, size_t outlen, const redisReply *v)
     snprintf(out, outlen, "%s", v->type == REDIS_REPLY_STRING ? v->str : "");
 }
 
+/* Sales in one entry: 'o' (order_id) starts the next, 'q' and 'r' are
+ * its own; 's', 'i', 't' are the entry's (every sale's). One entry is one
+ * sale (sale_script, replicas_ack) or a whole group (group_script).
+ * Returns the sales, or 0 for a malformed entry (acknowledged as one). */
+static int entry_sales(const redisReply *kv)
+{
+    int n = 0;
+    for (size_t k = 0; kv && kv->type == REDIS_REPLY_ARRAY && k + 1 < kv->elements; k += 2)
+        if (kv->element[k]->type == REDIS_REPLY_STRING && strcmp(kv->element[k]->str, "o") == 0)
+            n++;
+    return n;
+}
+
 /* Append the entries of `list` ([id, [field, value, ...]] each) to the
- * batch. */
+ * batch, whole entries only: one that does not fit stays pending in our
+ * list (fl.more: read our own entries again next). */
 static void take_entries(const redisReply *list)
 {
-    for (size_t i = 0; list && list->type == REDIS_REPLY_ARRAY && i < list->elements &&
-                       fl.n < SFLUSH_BATCH_MAX; i++) {
+    for (size_t i = 0; list && list->type == REDIS_REPLY_ARRAY && i < list->elements; i++) {
         const redisReply *e = list->element[i];
         if (e->type != REDIS_REPLY_ARRAY || e->elements < 1 ||
             e->element[0]->type != REDIS_REPLY_STRING)
             continue;
-        struct sale *s = &fl.sales[fl.n++];
-        memset(s, 0, sizeof(*s));
-        snprintf(s->id, sizeof(s->id), "%s", e->element[0]->str);
         const redisReply *kv = e->elements >= 2 ? e->element[1] : NULL;
-        int have = 0;
+        int ns = entry_sales(kv);
+        if (fl.n + (ns ? ns : 1) > SFLUSH_SALES_MAX) {
+            fl.more = 1;
+            return;
+        }
+        int first = fl.n;
+        char sku[STOCK_SKU_MAX + 1] = "", inst[64] = "";
+        long long t_ms = 0;
+        struct sale *s = NULL;
         for (size_t k = 0; kv && kv->type == REDIS_REPLY_ARRAY && k + 1 < kv->elements; k += 2) {
             const redisReply *name = kv->element[k], *v = kv->element[k + 1];
             if (name->type != REDIS_REPLY_STRING || !name->str[0] || name->str[1])
                 continue;
             switch (name->str[0]) {
-            case 's': field_copy(s->sku, sizeof(s->sku), v); have |= 1; break;
-            case 'o': field_copy(s->order_id, sizeof(s->order_id), v); have |= 2; break;
-            case 'i': field_copy(s->instance, sizeof(s->instance), v); break;
-            case 'q': s->qty = v->type == REDIS_REPLY_STRING ? atoll(v->str) : 0; break;
-            case 'r': s->remaining = v->type == REDIS_REPLY_STRING ? atoll(v->str) : 0; break;
-            case 't': s->t_ms = v->type == REDIS_REPLY_STRING ? atoll(v->str) : 0; break;
+            case 's': field_copy(sku, sizeof(sku), v); break;
+            case 'i': field_copy(inst, sizeof(inst), v); break;
+            case 't': t_ms = v->type == REDIS_REPLY_STRING ? atoll(v->str) : 0; break;
+            case 'o':
+                s = &fl.sales[fl.n++];
+                memset(s, 0, sizeof(*s));
+                field_copy(s->order_id, sizeof(s->order_id), v);
+                break;
+            case 'q':
+                if (s)
+                    s->qty = v->type == REDIS_REPLY_STRING ? atoll(v->str) : 0;
+                break;
+            case 'r':
+                if (s)
+                    s->remaining = v->type == REDIS_REPLY_STRING ? atoll(v->str) : 0;
+                break;
             }
         }
-        s->valid = have == 3 && s->qty > 0 && s->sku[0] && s->order_id[0];
-        if (kv && kv->type == REDIS_REPLY_ARRAY && !s->valid)
-            fprintf(stderr, "redis-stream flusher: malformed entry %s acknowledged\n", s->id);
+        if (fl.n == first) {   /* no sale in it: only acknowledged */
+            s = &fl.sales[fl.n++];
+            memset(s, 0, sizeof(*s));
+        }
+        for (int j = first; j < fl.n; j++) {
+            s = &fl.sales[j];
+            snprintf(s->id, sizeof(s->id), "%s", e->element[0]->str);
+            snprintf(s->sku, sizeof(s->sku), "%s", sku);
+            snprintf(s->instance, sizeof(s->instance), "%s", inst);
+            s->t_ms = t_ms;
+            s->valid = s->qty > 0 && s->sku[0] && s->order_id[0];
+            if (kv && kv->type == REDIS_REPLY_ARRAY && !s->valid)
+                fprintf(stderr, "redis-stream flusher: malformed sale in entry %s acknowledged\n",
+                        s->id);
+        }
     }
 }
 
@@ -234,6 +276,7 @@ static int read_batch(int *own_done, double *next_claim)
     snprintf(count, sizeof(count), "%ld", fl.conf->batch);
     snprintf(idle, sizeof(idle), "%ld", fl.conf->claim_idle_ms);
     fl.n = 0;
+    fl.more = 0;
     redisReply *r;
     if (!*own_done) {
         r = redisCommand(fl.rc, "XREADGROUP GROUP %s %s COUNT %s STREAMS %s 0",
@@ -263,6 +306,8 @@ static int read_batch(int *own_done, double *next_claim)
             r->element[0]->elements == 2)
             take_entries(r->element[0]->element[1]);
     }
+    if (fl.more)
+        *own_done = 0;
     int rc = 0;
     if (!r || r->type == REDIS_REPLY_ERROR) {
         /* NOGROUP: Redis lost the group (and the stream): recreate it */
@@ -295,7 +340,8 @@ static int mark_flushing(void)
     argv[4] = fl.instance;
     argv[5] = ms;
     for (int i = 0; i < fl.n; i++)
-        if (fl.sales[i].valid)   /* not the ones already dropped or deferred */
+        if (fl.sales[i].valid &&   /* not the ones already dropped or deferred */
+            (nargs == 6 || strcmp(argv[nargs - 1], fl.sales[i].id) != 0))
             argv[nargs++] = fl.sales[i].id;
     int rc = -1;
     for (long waited = 0; waited <= SFLUSH_HOLD_WAIT_MS; waited++) {
@@ -342,11 +388,11 @@ static void unmark_flushing(void)
 static int ack_batch(void)
 {
     int argc = 9;
-    const char **argv = malloc((size_t)(9 + 4 * fl.n) * sizeof(*argv));
-    char (*qty)[24] = malloc((size_t)(fl.n ? fl.n : 1) * sizeof(*qty));
-    if (!argv || !qty) {
+    const char **argv = malloc((size_t)(9 + 5 * fl.n) * sizeof(*argv));
+    char (*num)[3][24] = malloc((size_t)(fl.n ? fl.n : 1) * sizeof(*num));
+    if (!argv || !num) {
         free(argv);
-        free(qty);
+        free(num);
         return -1;
     }
     argv[0] = KEYS_SALES_STREAM;
@@ -358,14 +404,31 @@ static int ack_batch(void)
     argv[6] = KEYS_SALES_UNACKED;
     argv[7] = KEYS_SALES_GROUP;
     argv[8] = fl.instance;
-    for (int i = 0; i < fl.n; i++) {
-        if (fl.sales[i].deferred)
+    /* One quintuple per entry: its sales are adjacent in fl.sales. */
+    for (int i = 0, j; i < fl.n; i = j) {
+        const struct sale *s = &fl.sales[i];
+        long long sales = 0, units = 0, give = 0;
+        int valid = 0;
+        for (j = i; j < fl.n && strcmp(fl.sales[j].id, s->id) == 0; j++) {
+            const struct sale *t = &fl.sales[j];
+            if (!t->valid)
+                continue;
+            valid = 1;
+            sales++;
+            units += t->qty;
+            if (t->give_back)
+                give += t->qty;
+        }
+        if (s->deferred)
             continue;
-        snprintf(qty[i], sizeof(qty[i]), "%lld", fl.sales[i].qty);
-        argv[argc++] = fl.sales[i].id;
-        argv[argc++] = fl.sales[i].valid ? fl.sales[i].sku : "";
-        argv[argc++] = qty[i];
-        argv[argc++] = fl.sales[i].give_back ? "1" : "0";
+        snprintf(num[i][0], sizeof(num[i][0]), "%lld", sales);
+        snprintf(num[i][1], sizeof(num[i][1]), "%lld", units);
+        snprintf(num[i][2], sizeof(num[i][2]), "%lld", give);
+        argv[argc++] = s->id;
+        argv[argc++] = valid ? s->sku : "";
+        argv[argc++] = num[i][0];
+        argv[argc++] = num[i][1];
+        argv[argc++] = num[i][2];
     }
     redisReply *r = rconn_script_run(fl.rc, &ack_script, 7, argc, argv);
     int rc = r && r->type == REDIS_REPLY_INTEGER ? 0 : -1;
@@ -379,7 +442,7 @@ static int ack_batch(void)
     }
     freeReplyObject(r);
     free(argv);
-    free(qty);
+    free(num);
     return rc;
 }
 
@@ -521,6 +584,8 @@ static int cut_batch(void)
         if (k < nseen)
             continue;
         if (nseen == SKUS_MAX) {
+            while (i > 0 && strcmp(fl.sales[i - 1].id, fl.sales[i].id) == 0)
+                i--;   /* whole entries only */
             fl.n = i;
             return 1;
         }

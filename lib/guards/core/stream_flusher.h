@@ -23,6 +23,9 @@ struct db_conf;
 struct rconn_endpoint;
 
 #define SFLUSH_BATCH_MAX 1000
+/* Sales per transaction at most (an entry carries one sale or a group's:
+ * an entry that would not fit waits for the next batch). */
+#define SFLUSH_SALES_MAX 4096
 /* How long a flusher's "about to commit" mark holds (KEYS_SALES_FLUSHING):
  * longer than a batch's MySQL transaction takes; a flusher that dies
  * marked delays audits' snapshots this long at most. */

@@ -61,25 +61,37 @@ struct rconn_script stream_sale_script = RCONN_SCRIPT(
  * stock read and the generation check with its INFO, TIME, the decrement,
  * the pending counts) is paid once: the stock is read once, followed in
  * the script, and decremented by the group's units at the end (nothing
- * else runs in between). KEYS[1] stock, [2] epoch, [3] stream, [4] pending
- * entries, [5] pending units, [6] unacked entries, [7..6+n] the sales'
- * order keys; ARGV[1] sku, [2] instance, [3] order ttl ms, then (order_id,
- * qty, ms the sale may wait for its replicas) per sale (sale_script's
- * ARGV[6]). Returns one reply per sale, each as sale_script's. */
+ * else runs in between); the order keys are read with one MGET. Without
+ * replicas_ack (no sale waits: every hold is 0) the group's sales travel
+ * to the flushers as ONE stream entry ('s' sku, 'i' instance, 'g' guard,
+ * 't' ms, then 'o' order_id, 'q' qty, 'r' remaining per sale, in order):
+ * one XADD, and one XACK and XDEL in the flusher, per group. With
+ * replicas_ack each sale has its own entry (its undo takes back exactly
+ * that entry). KEYS[1] stock, [2] epoch, [3] stream, [4] pending entries
+ * (counted in sales), [5] pending units, [6] unacked entries, [7..6+n] the
+ * sales' order keys; ARGV[1] sku, [2] instance, [3] order ttl ms, then
+ * (order_id, qty, ms the sale may wait for its replicas) per sale
+ * (sale_script's ARGV[6]). Returns one reply per sale, each as
+ * sale_script's (sales of one entry share its id). */
 struct rconn_script stream_group_script = RCONN_SCRIPT(
     RREC_LUA_GEN
+    "local n = (#ARGV - 3) / 3 "
     "local ep = redis.call('GET', KEYS[2]) or '' "
     "local st, cur = 0, 0 "
     "local t = redis.call('TIME') "
     "local ms = string.format('%.0f', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)) "
     "local out, np, nu = {}, 0, 0 "
     "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) "
-    "for i = 1, (#ARGV - 3) / 3 do "
+    "local ords = redis.call('MGET', unpack(KEYS, 7, 6 + n)) "
+    "local multi = true "
+    "for i = 1, n do if tonumber(ARGV[3 * i + 3]) > 0 then multi = false end end "
+    "local f, sold, mine = {}, {}, {} "
+    "for i = 1, n do "
     "  local oid, qs, hold = ARGV[3 * i + 1], ARGV[3 * i + 2], tonumber(ARGV[3 * i + 3]) "
     "  local q = tonumber(qs) "
     "  local okey = KEYS[6 + i] "
     "  local res = nil "
-    "  local o = redis.call('GET', okey) "
+    "  local o = ords[i] "
     "  if o then "
     "    local oep, osku, oqty, orem, oinst = "
     "      string.match(o, '^(.-)\\n(.-)\\n(.-)\\n(.-)\\n(.*)$') "
@@ -91,6 +103,12 @@ struct rconn_script stream_group_script = RCONN_SCRIPT(
     "      if osku ~= ARGV[1] or tonumber(oqty) ~= q then res = {-4, osku, oqty} "
     "      else res = {-3, orem, oinst} end "
     "    end "
+    "  end "
+    /* a repeat inside this very group: its first sale is not in ords */
+    "  if not res and sold[oid] then "
+    "    local j = sold[oid] "
+    "    if tonumber(ARGV[3 * j + 2]) ~= q then res = {-4, ARGV[1], ARGV[3 * j + 2]} "
+    "    else res = {-3, string.format('%d', out[j][1]), ARGV[2]} end "
     "  end "
     "  if not res then "
     "    if st == 0 then "
@@ -105,17 +123,31 @@ struct rconn_script stream_group_script = RCONN_SCRIPT(
     "      cur = cur - q "
     "      nu = nu + q "
     "      np = np + 1 "
-    "      local id = redis.call('XADD', KEYS[3], '*', 's', ARGV[1], 'o', oid, 'q', qs, "
-    "        'r', cur, 'i', ARGV[2], 'g', '" GUARD_NAME "', 't', ms) "
-    "      redis.call('SET', okey, ep .. '\\n' .. ARGV[1] .. '\\n' .. qs .. '\\n' .. cur "
+    "      local rs = string.format('%d', cur) "
+    "      if multi then "
+    "        f[#f + 1] = 'o' f[#f + 1] = oid f[#f + 1] = 'q' f[#f + 1] = qs "
+    "        f[#f + 1] = 'r' f[#f + 1] = rs "
+    "        res = {cur, ''} "
+    "        mine[#mine + 1] = i "
+    "      else "
+    "        local id = redis.call('XADD', KEYS[3], '*', 's', ARGV[1], 'o', oid, 'q', qs, "
+    "          'r', rs, 'i', ARGV[2], 'g', '" GUARD_NAME "', 't', ms) "
+    "        if hold > 0 then redis.call('ZADD', KEYS[6], now + hold, id) end "
+    "        res = {cur, id} "
+    "      end "
+    "      sold[oid] = i "
+    "      redis.call('SET', okey, ep .. '\\n' .. ARGV[1] .. '\\n' .. qs .. '\\n' .. rs "
     "        .. '\\n' .. ARGV[2], 'PX', ARGV[3]) "
-    "      if hold > 0 then redis.call('ZADD', KEYS[6], now + hold, id) end "
-    "      res = {cur, id} "
     "    end "
     "  end "
     "  out[i] = res "
     "end "
     "if np > 0 then "
+    "  if multi then "
+    "    local id = redis.call('XADD', KEYS[3], '*', 's', ARGV[1], 'i', ARGV[2], "
+    "      'g', '" GUARD_NAME "', 't', ms, unpack(f)) "
+    "    for _, i in ipairs(mine) do out[i][2] = id end "
+    "  end "
     "  redis.call('DECRBY', KEYS[1], nu) "
     "  redis.call('HINCRBY', KEYS[4], ARGV[1], np) "
     "  redis.call('HINCRBY', KEYS[5], ARGV[1], nu) "
