@@ -171,7 +171,9 @@ int rlock_sub_handoff(struct rlock_sub *s, struct rlock *from);
  * waiters of that process woken by its message wait this long before they
  * try (rlock_sub_yield_us): the other processes' waiters, woken by the same
  * message, take the key first. Longer than a pub/sub wake-up on a loaded
- * host; with no other process waiting it costs one pause per run. */
+ * host; with no other process waiting it costs one pause per run. At c64
+ * on 2 instances (hold 0, medians of 7 cells alternating): p99/p50 1.44
+ * and 1,751 sales/s with it, 3.89 and 1,418 without. */
 #define RLOCK_YIELD_US 3000
 /* Microseconds left of e's yield (0: none), see RLOCK_YIELD_US. */
 long rlock_sub_yield_us(struct rlock_sub *s, struct rlock_sub_entry *e);
