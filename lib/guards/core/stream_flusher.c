@@ -1,6 +1,8 @@
 /* The redis-stream flusher thread (see stream_flusher.h). */
 #include "guards/core/stream_flusher.h"
 
+#include "guards/core/stream_batch.h"
+
 #include "base/db.h"
 #include "base/metrics.h"
 #include "locks/rconn.h"
@@ -19,22 +21,8 @@
 #define GUARD_NAME "redis-stream"
 #define CONNECT_TIMEOUT_MS 500
 #define CMD_TIMEOUT_MS 5000
-#define SKUS_MAX 64            /* distinct SKUs per batch; more wait a batch */
 #define SFLUSH_REWRITE 1       /* write_batch: sales were taken back, write again */
 #define SFLUSH_DEFER_NAP_MS 5  /* before reading deferred sales again */
-
-struct sale {
-    char id[48];               /* stream entry id */
-    char sku[STOCK_SKU_MAX + 1];
-    char order_id[STOCK_ID_MAX + 1];
-    char instance[64];
-    long long qty, remaining, t_ms;
-    int valid;                 /* 0: deleted or malformed: only acknowledged */
-    int inserted;              /* this transaction wrote its ledger row */
-    int deferred;              /* its sale still waits for replicas: left
-                                * unacknowledged, read again later */
-    int give_back;             /* the ledger holds another sale of its order_id */
-};
 
 struct flusher {
     const struct sflush_conf *conf;
@@ -446,153 +434,7 @@ static int ack_batch(void)
     return rc;
 }
 
-/* ---- MySQL ------------------------------------------------------------ */
-
-/* The batch's valid sales as [[order_id, sku, qty, remaining, instance]]. */
-static char *rows_json(int *nvalid)
-{
-    json_t *a = json_array();
-    *nvalid = 0;
-    for (int i = 0; a && i < fl.n; i++) {
-        const struct sale *s = &fl.sales[i];
-        if (!s->valid)
-            continue;
-        json_t *row = json_pack("[s,s,I,I,s]", s->order_id, s->sku, (json_int_t)s->qty,
-                                (json_int_t)s->remaining, s->instance);
-        if (!row || json_array_append_new(a, row) != 0) {
-            json_decref(a);
-            return NULL;
-        }
-        (*nvalid)++;
-    }
-    char *txt = a ? json_dumps(a, JSON_COMPACT) : NULL;
-    json_decref(a);
-    return txt;
-}
-
-/* 1 when the ledger row of s->order_id is this very sale written before (a
- * lost COMMIT reply, a claim of a batch its first flusher had committed):
- * same guard, SKU, quantity, instance and remaining stock. 0 when it is
- * another sale under that order_id -- the first sale of a repeat whose
- * order memory had expired, or was of an older epoch, or was sold by
- * another guard: then Redis took a unit MySQL never will. Negative DB_E*
- * on failure. */
-static long long same_sale(const struct sale *s)
-{
-    char guard[33] = "", sku[STOCK_SKU_MAX + 1] = "", inst[65] = "";
-    long long qty = 0, rem = 0;
-    long long n = db_run(fl.db, "SELECT guard, sku, qty, remaining, instance FROM ledger "
-                                "WHERE order_id=?", "s", "sslls", s->order_id,
-                         guard, sizeof(guard), sku, sizeof(sku), &qty, &rem, inst,
-                         sizeof(inst));
-    if (n < 0)
-        return n;
-    return n > 0 && strcmp(guard, GUARD_NAME) == 0 && strcmp(sku, s->sku) == 0 &&
-           qty == s->qty && rem == s->remaining && strcmp(inst, s->instance) == 0;
-}
-
-/* The ledger rows of the batch, in the open transaction. Usually one
- * statement; when an order_id is already there (a replay), one INSERT
- * IGNORE per sale learns which rows are new. Marks sale.inserted.
- * Returns 0 or a negative DB_E* code. */
-static long long insert_rows(void)
-{
-    int nvalid;
-    char *rows = rows_json(&nvalid);
-    if (!rows)
-        return DB_ERR;
-    long long n = nvalid ? store_ledger_insert_rows(fl.db, rows, GUARD_NAME) : 0;
-    free(rows);
-    if (n == nvalid) {
-        for (int i = 0; i < fl.n; i++)
-            fl.sales[i].inserted = fl.sales[i].valid;
-        return 0;
-    }
-    if (n >= 0 || n == DB_EDUP) {
-        /* statement undone by InnoDB; the transaction goes on */
-        for (int i = 0; i < fl.n; i++) {
-            struct sale *s = &fl.sales[i];
-            if (!s->valid)
-                continue;
-            long long m = store_ledger_insert_ignore(fl.db, s->order_id, s->sku, s->qty,
-                                                     s->remaining, GUARD_NAME, s->instance);
-            if (m < 0)
-                return m;
-            s->inserted = m == 1;
-            if (!s->inserted) {
-                atomic_fetch_add(&n_skipped, 1);
-                long long same = same_sale(s);
-                if (same < 0)
-                    return same;
-                s->give_back = !same;
-            }
-        }
-        return 0;
-    }
-    return n;
-}
-
-/* One stock update per SKU by the units of the rows this transaction
- * inserted; never below 0 (stock MySQL does not have was answered from
- * Redis all the same: counted, and visible in the audit). */
-static long long update_stock(void)
-{
-    const char *sku[SKUS_MAX];
-    long long units[SKUS_MAX];
-    int nsku = 0;
-    for (int i = 0; i < fl.n; i++) {
-        const struct sale *s = &fl.sales[i];
-        if (!s->inserted)
-            continue;
-        int k = 0;
-        while (k < nsku && strcmp(sku[k], s->sku) != 0)
-            k++;
-        if (k == nsku) {
-            if (nsku == SKUS_MAX)
-                return DB_ERR;   /* cannot happen: the caller cut the batch */
-            sku[nsku] = s->sku;
-            units[nsku++] = 0;
-        }
-        units[k] += s->qty;
-    }
-    for (int k = 0; k < nsku; k++) {
-        long long n = store_take_if_enough(fl.db, sku[k], units[k]);
-        if (n == 0) {
-            atomic_fetch_add(&n_floor, 1);
-            fprintf(stderr, "redis-stream flusher: MySQL has fewer than %lld of %s left: "
-                    "stock floored at 0\n", units[k], sku[k]);
-            n = store_take_floor(fl.db, sku[k], units[k]);
-        }
-        if (n < 0)
-            return n;
-    }
-    return 0;
-}
-
-/* Keep at most SKUS_MAX distinct SKUs in the batch; the rest stay pending
- * in our list and come back with the next read of our own entries. */
-static int cut_batch(void)
-{
-    const char *seen[SKUS_MAX];
-    int nseen = 0;
-    for (int i = 0; i < fl.n; i++) {
-        if (!fl.sales[i].valid)
-            continue;
-        int k = 0;
-        while (k < nseen && strcmp(seen[k], fl.sales[i].sku) != 0)
-            k++;
-        if (k < nseen)
-            continue;
-        if (nseen == SKUS_MAX) {
-            while (i > 0 && strcmp(fl.sales[i - 1].id, fl.sales[i].id) == 0)
-                i--;   /* whole entries only */
-            fl.n = i;
-            return 1;
-        }
-        seen[nseen++] = fl.sales[i].sku;
-    }
-    return 0;
-}
+/* ---- MySQL (the statements: stream_batch.c) ---------------------------- */
 
 /* One transaction for the batch. 0 committed, or a negative DB_E* code
  * (nothing known to be written: the batch is tried again). */
@@ -602,11 +444,14 @@ static long long write_batch(void)
         return DB_EUNAVAIL;
     for (int i = 0; i < fl.n; i++)
         fl.sales[i].inserted = fl.sales[i].give_back = 0;
+    unsigned long long skipped = 0, floored = 0;
     long long n = db_begin(fl.db);
     if (n == DB_OK)
-        n = insert_rows();
+        n = sbatch_insert_rows(fl.db, fl.sales, fl.n, &skipped);
     if (n == DB_OK)
-        n = update_stock();
+        n = sbatch_update_stock(fl.db, fl.sales, fl.n, &floored);
+    atomic_fetch_add(&n_skipped, skipped);
+    atomic_fetch_add(&n_floor, floored);
     /* The mark right before the COMMIT, taken off with the acknowledgement:
      * an audit never pairs MySQL after a flush with Redis before it. */
     int m = n == DB_OK ? mark_flushing() : 0;
@@ -665,7 +510,7 @@ static void *flusher_main(void *arg)
             backoff = 0;
             continue;
         }
-        if (cut_batch())
+        if (sbatch_cut(fl.sales, &fl.n))
             own_done = 0;
         if (fl.conf->hold_ms > 0)
             nap(fl.conf->hold_ms);
