@@ -6,22 +6,21 @@
 
 #include "base/db.h"
 #include "base/util.h"
+#include "guards/core/key_gate.h"
 #include "guards/core/lock_fields.h"
 #include "stock/keys.h"
 #include "stock/txn.h"
 
-#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 /* ---- one contender per process (no herd) ----
  * Threads of one process that want the same lock row queue on a local gate
  * and only the gate's holder polls MySQL: a release hands over locally at
  * once, and 16 workers no longer poll the row (and deadlock on it) in
  * parallel. Across processes the row still decides. A slot belongs to one
- * name while used; a name whose slot is taken contends without a gate. */
-#define LT_GATES 64
+ * name while used; a name whose slot is taken contends without a gate
+ * (guards/core/key_gate). */
 
 /* Fairness across processes. A gate hands over at once while the other
  * process's gate holder polls the row with backoff, so it only wins in the
@@ -34,113 +33,33 @@
 #define LT_YIELD_MS 5
 #define LT_POLL_CAP_MS 4
 
-struct lt_gate {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    char name[KEYS_MAX];   /* "" = free slot */
-    int held, waiters;
-    int run;               /* hand-overs in a row to a waiting thread */
-    int yield;             /* the next holder yields before its first try */
-    char row_owner[96];    /* "" or the lock row passed on to the next
-                            * holder, still held by this owner in MySQL */
-};
+static struct key_gate_table gates = KEY_GATE_TABLE_INIT(LT_RUN);
 
-static struct lt_gate gates[LT_GATES] = {
-    [0 ... LT_GATES - 1] = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER}};
-
-static unsigned long name_hash(const char *s)
+/* Enter name's gate (key_gate_enter). inherit gets the owner of a lock row
+ * the last holder passed on (gate_pass_row), "" when none: the new holder
+ * takes it over or deletes it. A waiter woken with the gate free always
+ * becomes its holder, so a passed row always has one. */
+static struct key_gate *gate_enter(const char *name, double deadline, int *timeout,
+                                   int *yield, char inherit[96])
 {
-    unsigned long h = 5381;
-    while (*s)
-        h = h * 33 + (unsigned char)*s++;
-    return h;
-}
-
-/* Enter name's gate by deadline (util_now clock). Returns the gate (held),
- * NULL to contend without one (slot used by another name), and sets
- * *timeout when the deadline passed while queued; *yield is 1 when this
- * holder should give other processes a turn first (LT_RUN); inherit gets
- * the owner of a lock row the last holder passed on (gate_pass_row), ""
- * when none: the new holder takes it over or deletes it. A waiter woken
- * with the gate free always becomes its holder, so a passed row always
- * has one. */
-static struct lt_gate *gate_enter(const char *name, double deadline, int *timeout,
-                                  int *yield, char inherit[96])
-{
-    struct lt_gate *g = &gates[name_hash(name) % LT_GATES];
-    *timeout = 0;
-    *yield = 0;
+    size_t n;
     inherit[0] = '\0';
-    pthread_mutex_lock(&g->mu);
-    if (g->name[0] && strcmp(g->name, name) != 0) {
-        pthread_mutex_unlock(&g->mu);
-        return NULL;
-    }
-    snprintf(g->name, sizeof(g->name), "%s", name);
-    g->waiters++;
-    while (g->held) {
-        double left = deadline - util_now();
-        if (left <= 0)
-            break;
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        long long ns = ts.tv_nsec + (long long)(left * 1e9);
-        ts.tv_sec += (time_t)(ns / 1000000000LL);
-        ts.tv_nsec = (long)(ns % 1000000000LL);
-        pthread_cond_timedwait(&g->cv, &g->mu, &ts);
-    }
-    g->waiters--;
-    if (g->held) {
-        *timeout = 1;
-        pthread_mutex_unlock(&g->mu);
-        return NULL;
-    }
-    g->held = 1;
-    *yield = g->yield;
-    g->yield = 0;
-    memcpy(inherit, g->row_owner, sizeof g->row_owner);
-    g->row_owner[0] = '\0';
-    pthread_mutex_unlock(&g->mu);
-    return g;
+    return key_gate_enter(&gates, name, deadline, timeout, yield, inherit, 96, &n);
 }
 
 /* Leave the gate to a queued thread together with our lock row (still
  * ours in MySQL), sparing it the INSERT and this release the DELETE: 1
  * passed (gate left), 0 not (no waiter, or the run is at LT_RUN: delete
  * the row and gate_leave, which makes the next holder yield). */
-static int gate_pass_row(struct lt_gate *g, const char *owner)
+static int gate_pass_row(struct key_gate *g, const char *owner)
 {
-    int passed = 0;
-    pthread_mutex_lock(&g->mu);
-    if (g->waiters > 0 && g->run + 1 < LT_RUN && strlen(owner) < sizeof g->row_owner) {
-        snprintf(g->row_owner, sizeof g->row_owner, "%s", owner);
-        g->held = 0;
-        g->run++;
-        pthread_cond_signal(&g->cv);
-        passed = 1;
-    }
-    pthread_mutex_unlock(&g->mu);
-    return passed;
+    size_t len = strlen(owner) + 1;   /* the NUL travels with it */
+    return len <= 96 && key_gate_pass(&gates, g, owner, len);
 }
 
-static void gate_leave(struct lt_gate *g)
+static void gate_leave(struct key_gate *g)
 {
-    if (!g)
-        return;
-    pthread_mutex_lock(&g->mu);
-    g->held = 0;
-    if (g->waiters) {
-        if (++g->run >= LT_RUN) {
-            g->run = 0;
-            g->yield = 1;
-        }
-        pthread_cond_signal(&g->cv);
-    } else {
-        g->name[0] = '\0';
-        g->run = 0;
-        g->yield = 0;
-    }
-    pthread_mutex_unlock(&g->mu);
+    key_gate_leave(&gates, g);
 }
 
 /* 1 taken, 0 held by someone else (and not expired), <0 DB error. */
@@ -200,7 +119,7 @@ static int lock_table_locked(const struct guard *self, const struct deduct_env *
     double t0 = util_now(), deadline = t0 + (double)req->lock_wait_ms / 1000.0;
     int got = 0, gate_timeout, yield;
     char inherit[96];
-    struct lt_gate *gate = gate_enter(name, deadline, &gate_timeout, &yield, inherit);
+    struct key_gate *gate = gate_enter(name, deadline, &gate_timeout, &yield, inherit);
     if (inherit[0] && !lo->fencing) {
         /* The last holder of this process passed its row on: make it ours
          * with a fresh lease (one UPDATE instead of DELETE + INSERT). */

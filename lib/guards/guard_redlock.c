@@ -9,15 +9,13 @@
 #include "base/metrics.h"
 #include "locks/redlock.h"
 #include "base/util.h"
+#include "guards/core/key_gate.h"
 #include "guards/core/lock_fields.h"
 #include "stock/keys.h"
 #include "stock/txn.h"
 
-#include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
-#include <string.h>
-#include <time.h>
 
 static struct redlock_guard_conf {
     char nodes[512];
@@ -45,118 +43,43 @@ static struct redlock_stats stats;
  * than a contender's retry delay (RL_RETRY_MS: random in [1, 3] ms), so a
  * waiting process takes its turn. With one contender per process the short
  * retry delay costs the masters little. A slot belongs to one key while
- * used; a key whose slot is taken contends without a gate. */
-#define RL_GATES 64
+ * used; a key whose slot is taken contends without a gate
+ * (guards/core/key_gate). */
 #define RL_RUN 32
 #define RL_YIELD_MS 5
 #define RL_RETRY_MS 2
 
-struct rl_gate {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    char key[KEYS_MAX];       /* "" = free slot */
-    int held, waiters;
-    int run;                  /* leases passed on in a row */
-    int yield;                /* the next holder yields before its first try */
-    int kept;                 /* `lease` is live, passed on to the next holder */
-    struct redlock_lease lease;
-};
+/* What a holder passes on is its whole live lease. */
+_Static_assert(sizeof(struct redlock_lease) <= KEY_GATE_PAYLOAD_MAX,
+               "a redlock lease must fit a key gate's payload");
 
-static struct rl_gate gates[RL_GATES] = {
-    [0 ... RL_GATES - 1] = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER}};
+static struct key_gate_table gates = KEY_GATE_TABLE_INIT(RL_RUN);
 
-static unsigned long key_hash(const char *s)
+/* Enter key's gate (key_gate_enter). *inherited: *lease is the last
+ * holder's live lease, ours now (to use or unlock). A waiter woken with the
+ * gate free always becomes its holder, so a passed lease always has an
+ * owner. */
+static struct key_gate *gate_enter(const char *key, double deadline, int *timeout, int *yield,
+                                   struct redlock_lease *lease, int *inherited)
 {
-    unsigned long h = 5381;
-    while (*s)
-        h = h * 33 + (unsigned char)*s++;
-    return h;
-}
-
-/* Enter key's gate by deadline (util_now clock). Returns the gate (held),
- * or NULL to contend without one (slot used by another key) or with
- * *timeout set when the deadline passed while queued. *yield: give other
- * processes a turn first. *inherited: *lease is the last holder's live
- * lease, ours now (to use or unlock). A waiter woken with the gate free
- * always becomes its holder, so a passed lease always has an owner. */
-static struct rl_gate *gate_enter(const char *key, double deadline, int *timeout, int *yield,
-                                  struct redlock_lease *lease, int *inherited)
-{
-    struct rl_gate *g = &gates[key_hash(key) % RL_GATES];
-    *timeout = *yield = *inherited = 0;
-    pthread_mutex_lock(&g->mu);
-    if (g->key[0] && strcmp(g->key, key) != 0) {
-        pthread_mutex_unlock(&g->mu);
-        return NULL;
-    }
-    snprintf(g->key, sizeof(g->key), "%s", key);
-    g->waiters++;
-    while (g->held) {
-        double left = deadline - util_now();
-        if (left <= 0)
-            break;
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        long long ns = ts.tv_nsec + (long long)(left * 1e9);
-        ts.tv_sec += (time_t)(ns / 1000000000LL);
-        ts.tv_nsec = (long)(ns % 1000000000LL);
-        pthread_cond_timedwait(&g->cv, &g->mu, &ts);
-    }
-    g->waiters--;
-    if (g->held) {
-        *timeout = 1;
-        pthread_mutex_unlock(&g->mu);
-        return NULL;
-    }
-    g->held = 1;
-    *yield = g->yield;
-    g->yield = 0;
-    if (g->kept) {
-        *lease = g->lease;
-        *inherited = 1;
-        g->kept = 0;
-    }
-    pthread_mutex_unlock(&g->mu);
+    size_t n;
+    struct key_gate *g =
+        key_gate_enter(&gates, key, deadline, timeout, yield, lease, sizeof *lease, &n);
+    *inherited = n == sizeof *lease;
     return g;
 }
 
 /* Leave the gate to a queued thread together with our lease (still ours
  * on the masters): 1 passed, 0 not (no waiter, or the run is at RL_RUN:
  * unlock and gate_leave, which makes the next holder yield). */
-static int gate_pass(struct rl_gate *g, const struct redlock_lease *lease)
+static int gate_pass(struct key_gate *g, const struct redlock_lease *lease)
 {
-    int passed = 0;
-    pthread_mutex_lock(&g->mu);
-    if (g->waiters > 0 && g->run + 1 < RL_RUN) {
-        g->lease = *lease;
-        g->kept = 1;
-        g->held = 0;
-        g->run++;
-        pthread_cond_signal(&g->cv);
-        passed = 1;
-    }
-    pthread_mutex_unlock(&g->mu);
-    return passed;
+    return key_gate_pass(&gates, g, lease, sizeof *lease);
 }
 
-static void gate_leave(struct rl_gate *g)
+static void gate_leave(struct key_gate *g)
 {
-    if (!g)
-        return;
-    pthread_mutex_lock(&g->mu);
-    g->held = 0;
-    if (g->waiters) {
-        if (++g->run >= RL_RUN) {
-            g->run = 0;
-            g->yield = 1;
-        }
-        pthread_cond_signal(&g->cv);
-    } else {
-        g->key[0] = '\0';
-        g->run = 0;
-        g->yield = 0;
-    }
-    pthread_mutex_unlock(&g->mu);
+    key_gate_leave(&gates, g);
 }
 static char unusable[160];   /* why there is no redlock (a bad node list) */
 
@@ -189,7 +112,7 @@ static void redlock_fini(const struct guard *self)
 
 struct held {
     struct redlock_lease lease;
-    struct rl_gate *gate;     /* NULL: contended without one */
+    struct key_gate *gate;     /* NULL: contended without one */
 };
 
 /* An inherited lease serves this request only when it is what the request
