@@ -202,6 +202,24 @@ int it_stack(const char *verb, const char *name)
     return system(cmd);
 }
 
+double it_metric(int i, const char *name)
+{
+    char url[256];
+    snprintf(url, sizeof(url), "%s/metrics", it.inventory[i]);
+    struct it_resp r;
+    double v = -1;
+    if (it_http("GET", url, NULL, &r) == 200) {
+        size_t len = strlen(name);
+        for (char *l = r.body; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
+            if (strncmp(l, name, len) == 0 && (l[len] == ' ' || l[len] == '{')) {
+                char *sp = strchr(l, ' ');
+                v = (v < 0 ? 0 : v) + (sp ? atof(sp + 1) : 0);
+            }
+    }
+    it_resp_free(&r);
+    return v;
+}
+
 int it_wait_status(const char *url, long status, long timeout_ms)
 {
     struct timespec nap = {0, 100 * 1000000L};

@@ -62,6 +62,9 @@ void it_hammer(struct it_load *l);
 int it_stack(const char *verb, const char *name);
 /* Poll GET url until it answers `status` or timeout_ms passes; 0 on success. */
 int it_wait_status(const char *url, long status, long timeout_ms);
+/* A metric's value on inventory instance i (it.inventory[i]/metrics, summed
+ * over its label sets); -1 when absent or the page cannot be read. */
+double it_metric(int i, const char *name);
 /* Run one SQL statement with the mariadb client on the test MariaDB. */
 int it_sql(const char *sql);
 /* Integer result of a one-value SQL query, or -1. */

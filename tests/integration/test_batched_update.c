@@ -107,31 +107,12 @@ static void assert_exact(const char *sku, long long sold)
         assert_int_equal(a.sold, sold);
 }
 
-/* A metric's value on instance i (sum over label sets), -1 when absent. */
-static double metric(int i, const char *name)
-{
-    char url[256];
-    snprintf(url, sizeof(url), "%s/metrics", it.inventory[i]);
-    struct it_resp r;
-    double v = -1;
-    if (it_http("GET", url, NULL, &r) == 200) {
-        size_t len = strlen(name);
-        for (char *l = r.body; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
-            if (strncmp(l, name, len) == 0 && (l[len] == ' ' || l[len] == '{')) {
-                char *sp = strchr(l, ' ');
-                v = (v < 0 ? 0 : v) + (sp ? atof(sp + 1) : 0);
-            }
-    }
-    it_resp_free(&r);
-    return v;
-}
-
 /* Stock 100, 1000 deductions from 32 connections over both instances:
  * exactly 100 sold, and requests were in fact combined. */
 static void test_exact_on_two_instances(void **state)
 {
     assert_int_equal(it_seed("B-exact", 100), 200);
-    double n0 = metric(0, "lab_batch_size_count"), s0 = metric(0, "lab_batch_size_sum");
+    double n0 = it_metric(0, "lab_batch_size_count"), s0 = it_metric(0, "lab_batch_size_sum");
     static char urls[2][256];
     static const char *u[2] = {urls[0], urls[1]};
     for (int i = 0; i < 2; i++)
@@ -147,8 +128,8 @@ static void test_exact_on_two_instances(void **state)
     assert_exact("B-exact", 100);
     assert_int_equal(it_sql_value("SELECT COUNT(*) FROM db_shopping.ledger "
                                   "WHERE sku='B-exact' AND guard='batched-update'"), 100);
-    double n = metric(0, "lab_batch_size_count") - (n0 < 0 ? 0 : n0);
-    double s = metric(0, "lab_batch_size_sum") - (s0 < 0 ? 0 : s0);
+    double n = it_metric(0, "lab_batch_size_count") - (n0 < 0 ? 0 : n0);
+    double s = it_metric(0, "lab_batch_size_sum") - (s0 < 0 ? 0 : s0);
     print_message("instance 1: %.0f requests in %.0f batches (mean %.2f)\n", s, n,
                   n > 0 ? s / n : 0);
     assert_true(n > 0);

@@ -22,25 +22,6 @@
 
 static int group_setup(void **state) { return it_setup(); }
 
-/* A metric's value on instance i (sum over label sets), -1 when absent. */
-static double metric(int i, const char *name)
-{
-    char url[256];
-    snprintf(url, sizeof(url), "%s/metrics", it.inventory[i]);
-    struct it_resp r;
-    double v = -1;
-    if (it_http("GET", url, NULL, &r) == 200) {
-        size_t len = strlen(name);
-        for (char *l = r.body; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
-            if (strncmp(l, name, len) == 0 && (l[len] == ' ' || l[len] == '{')) {
-                char *sp = strchr(l, ' ');
-                v = (v < 0 ? 0 : v) + (sp ? atof(sp + 1) : 0);
-            }
-    }
-    it_resp_free(&r);
-    return v;
-}
-
 #define STOCK 300
 #define CLIENTS 16
 
@@ -49,8 +30,8 @@ static void test_one_contender_per_process(void **state)
     char sku[64];
     snprintf(sku, sizeof(sku), "RG-%d", (int)getpid());
     assert_int_equal(it_seed(sku, STOCK), 200);
-    double f0 = metric(0, "lab_redlock_quorum_failures_total");
-    double a0 = metric(0, "lab_redlock_acquired_total");
+    double f0 = it_metric(0, "lab_redlock_quorum_failures_total");
+    double a0 = it_metric(0, "lab_redlock_acquired_total");
     static char url[256];
     static const char *u[1] = {url};
     snprintf(url, sizeof(url), "%s/inventory/deduct", it.inventory[0]);
@@ -62,8 +43,8 @@ static void test_one_contender_per_process(void **state)
     struct it_load l = {.total = STOCK, .clients = CLIENTS, .urls = u, .nurls = 1,
                         .method = "POST", .body_fmt = fmt};
     it_hammer(&l);
-    double fails = metric(0, "lab_redlock_quorum_failures_total") - (f0 < 0 ? 0 : f0);
-    double leases = metric(0, "lab_redlock_acquired_total") - (a0 < 0 ? 0 : a0);
+    double fails = it_metric(0, "lab_redlock_quorum_failures_total") - (f0 < 0 ? 0 : f0);
+    double leases = it_metric(0, "lab_redlock_acquired_total") - (a0 < 0 ? 0 : a0);
     struct it_audit a;
     assert_int_equal(it_audit(sku, &a), 0);
     print_message("redlock, %d buyers on one instance: 200:%d, %.0f leases taken, %.0f quorum "
