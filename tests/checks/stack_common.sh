@@ -25,3 +25,30 @@ free_base() { # a port base with base..base+70 free on loopback
 # to use an external stack. Every port variable, present or future, goes.
 for _v in $(compgen -v | grep -E '^LAB_[A-Z_]*_PORTS?$'); do unset "$_v"; done
 unset _v LAB_INVENTORY_URLS LAB_ORDER_URL LAB_STACK_DIR LAB_REPORTS_DIR LAB_ETCD_URL LAB_ETCD_ENDPOINTS
+
+# private_stack LABEL SECONDS [VAR=value ...]: the private stack of one
+# check. Sets tmp (a new /tmp/lab-LABEL.XXXXXX, removed with its stack on
+# exit, however the check ends), base (a free port base) and STACK, and
+# defines st VERB...: deploy/local/stack VERB ... --dir "$tmp/stack" on that
+# base, durable-enough MariaDB (flush 2), 60 s waits, the extra variables,
+# bounded by SECONDS. Calls the check's fail when there is no folder or no
+# free base.
+private_stack() {
+    local label=$1
+    ST_LIMIT=$2
+    shift 2
+    ST_ENV=("$@")
+    STACK=$ROOT/deploy/local/stack
+    tmp=$(mktemp -d "/tmp/lab-$label.XXXXXX") || fail mktemp
+    trap private_stack_down EXIT
+    trap 'exit 130' INT TERM
+    base=$(free_base) || fail "no free port base in 26000-31900"
+}
+private_stack_down() {
+    timeout 120 "$STACK" down --dir "$tmp/stack" >/dev/null 2>&1 || true
+    rm -rf "$tmp"
+}
+st() {
+    env LAB_PORT_BASE="$base" LAB_BIN_DIR="$BUILD/bin" LAB_MYSQL_FLUSH=2 LAB_WAIT_S=60 \
+        "${ST_ENV[@]}" timeout "$ST_LIMIT" "$STACK" "$@" --dir "$tmp/stack"
+}

@@ -31,21 +31,10 @@ id mysql >/dev/null 2>&1 || skip "no 'mysql' user to run the nodes as"
 [ "$(id -u)" = 0 ] || skip "the nodes' folders must be given to 'mysql': run as root"
 # shellcheck source=tests/checks/stack_common.sh
 . "$(dirname "$0")/stack_common.sh"
-STACK=$ROOT/deploy/local/stack
 LOADGEN=$BUILD/bin/loadgen
 [ -x "$LOADGEN" ] || fail "$LOADGEN missing: run make first"
-
-tmp=$(mktemp -d /tmp/lab-cluster.XXXXXX) || fail mktemp
+private_stack cluster 150
 chmod 711 "$tmp"   # the nodes run as 'mysql' and must reach their folders
-cleanup() {
-    timeout 120 "$STACK" down --dir "$tmp/stack" >/dev/null 2>&1 || true
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-base=$(free_base) || fail "no free port base in 26000-31900"
-st() { LAB_PORT_BASE="$base" LAB_BIN_DIR="$BUILD/bin" LAB_MYSQL_FLUSH=2 \
-       LAB_WAIT_S=60 timeout 150 "$STACK" "$@" --dir "$tmp/stack"; }
 H='Content-Type: application/json'
 inv() { echo "http://127.0.0.1:$((base + $1))"; }
 

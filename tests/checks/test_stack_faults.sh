@@ -14,18 +14,7 @@ fail() { echo "$name: FAIL: $*"; for f in "${tmp:-/nonexistent}"/stack/logs/*.lo
 command -v redis-sentinel >/dev/null || { echo "$name: skip: redis-sentinel not installed (apt-get install redis-sentinel)"; exit 77; }
 # shellcheck source=tests/checks/stack_common.sh
 . "$(dirname "$0")/stack_common.sh"
-STACK=$ROOT/deploy/local/stack
-
-tmp=$(mktemp -d /tmp/lab-faults.XXXXXX) || fail mktemp
-cleanup() {
-    timeout 120 "$STACK" down --dir "$tmp/stack" >/dev/null 2>&1 || true
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-base=$(free_base) || fail "no free port base in 26000-31900"
-st() { LAB_PORT_BASE="$base" LAB_BIN_DIR="$BUILD/bin" LAB_MYSQL_FLUSH=2 \
-       LAB_WAIT_S=60 timeout 120 "$STACK" "$@" --dir "$tmp/stack"; }
+private_stack faults 120
 inv=http://127.0.0.1:$((base + 1))
 H='Content-Type: application/json'
 

@@ -30,19 +30,8 @@ id mysql >/dev/null 2>&1 || skip "no 'mysql' user to run the nodes as"
 [ "$(id -u)" = 0 ] || skip "the nodes' folders must be given to 'mysql': run as root"
 # shellcheck source=tests/checks/stack_common.sh
 . "$(dirname "$0")/stack_common.sh"
-STACK=$ROOT/deploy/local/stack
-
-tmp=$(mktemp -d /tmp/lab-galera.XXXXXX) || fail mktemp
+private_stack galera 150
 chmod 711 "$tmp"   # the nodes run as 'mysql' and must reach their folders
-cleanup() {
-    timeout 120 "$STACK" down --dir "$tmp/stack" >/dev/null 2>&1 || true
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-base=$(free_base) || fail "no free port base in 26000-31900"
-st() { LAB_PORT_BASE="$base" LAB_BIN_DIR="$BUILD/bin" LAB_MYSQL_FLUSH=2 \
-       LAB_WAIT_S=60 timeout 150 "$STACK" "$@" --dir "$tmp/stack"; }
 up() { st up --inventory 3 --orders 0 --redis-masters 0 --mysql galera3; }
 H='Content-Type: application/json'
 node_port() { echo $((base + 50 + $1 - 1)); }

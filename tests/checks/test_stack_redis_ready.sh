@@ -11,18 +11,7 @@ name=test_stack_redis_ready
 fail() { echo "$name: FAIL: $*"; exit 1; }
 # shellcheck source=tests/checks/stack_common.sh
 . "$(dirname "$0")/stack_common.sh"
-STACK=$ROOT/deploy/local/stack
-
-tmp=$(mktemp -d /tmp/lab-ready.XXXXXX) || fail mktemp
-cleanup() {
-    timeout 120 "$STACK" down --dir "$tmp/stack" >/dev/null 2>&1 || true
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-base=$(free_base) || fail "no free port base in 26000-31900"
-st() { LAB_PORT_BASE="$base" LAB_BIN_DIR="$BUILD/bin" LAB_MYSQL_FLUSH=2 LAB_REDIS_FSYNC=always \
-       LAB_WAIT_S=60 timeout 120 "$STACK" "$@" --dir "$tmp/stack"; }
+private_stack ready 120 LAB_REDIS_FSYNC=always
 rport=$((base + 60))
 st up --inventory 1 --orders 0 --redis-masters 0 > "$tmp/up.log" 2>&1 || fail "stack up: $(tail -n 5 "$tmp/up.log")"
 
