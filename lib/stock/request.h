@@ -6,6 +6,7 @@
 
 #include "deduct.h"
 
+#include <jansson.h>
 #include <stddef.h>
 
 #define REQ_QTY_MAX 1000
@@ -44,6 +45,17 @@ int req_id_char_ok(unsigned char c);
 int req_parse_deduct(const char *body, size_t len, const struct req_defaults *d,
                      struct deduct_req *out, char *guard, size_t guardlen, int *nextra,
                      char *err, size_t errlen);
+
+/* The body of a write as a JSON object (duplicate keys refused): a new
+ * reference the caller json_decref's, or NULL with err (no body, malformed
+ * JSON, not an object). */
+json_t *req_body_object(const char *body, size_t len, char *err, size_t errlen);
+
+/* The sale's own fields of a deduct body o (req_body_object), as
+ * req_parse_deduct reads them; o's other fields are left for the chosen
+ * guard (guard_opts_from), so the body is parsed once. */
+int req_deduct_from(json_t *o, const struct req_defaults *d, struct deduct_req *out,
+                    char *guard, size_t guardlen, char *err, size_t errlen);
 
 /* Parse PUT /inventory/{sku}: stock 0..1e9 (required), segments 1..64
  * (default 10). */
