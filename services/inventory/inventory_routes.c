@@ -236,7 +236,6 @@ static void route_release(void *app, struct route_call *call, const struct http_
                           struct http_resp *resp)
 {
     const struct inv_conf *c = app;
-    (void)call;
     char order_id[STOCK_ID_MAX + 1], err[256];
     /* Giving units back is an admin act: a stranger could release someone
      * else's order and keep the goods. */
@@ -311,7 +310,6 @@ static void route_state(void *app, struct route_call *call, const struct http_re
 {
     const struct inv_conf *c = app;
     const char *sku = call->param;
-    (void)req;
     struct deduct_env env;
     if (env_ready(c, &env, resp) != 0)
         return;
@@ -372,7 +370,6 @@ static void route_audit(void *app, struct route_call *call, const struct http_re
 {
     const struct inv_conf *c = app;
     const char *sku = call->param;
-    (void)req;
     struct deduct_env env;
     if (env_ready(c, &env, resp) != 0)
         return;
@@ -452,7 +449,6 @@ static void route_guards(void *app, struct route_call *call, const struct http_r
                          struct http_resp *resp)
 {
     const struct inv_conf *c = app;
-    (void)call, (void)req;
     if (guards_body)
         answer_copy(resp, guards_body, guards_len);
     else
@@ -484,7 +480,6 @@ void inv_routes_init(const struct inv_conf *c)
 static void route_live(void *app, struct route_call *call, const struct http_req *req,
                        struct http_resp *resp)
 {
-    (void)app, (void)call, (void)req;
     answer_copy(resp, live_body, live_len);
 }
 
@@ -510,7 +505,6 @@ static void route_health(void *app, struct route_call *call, const struct http_r
                          struct http_resp *resp)
 {
     const struct inv_conf *c = app;
-    (void)call, (void)req;
     if (service_mysql_health(&c->db, resp) != 0 || service_warm_health(resp) != 0)
         return;
     const char *up[8], *down = NULL;
@@ -529,7 +523,6 @@ static void route_health(void *app, struct route_call *call, const struct http_r
 static void route_metrics(void *app, struct route_call *call, const struct http_req *req,
                           struct http_resp *resp)
 {
-    (void)app, (void)call;
     guard_export_metrics();
     service_metrics(req, resp);
 }
@@ -548,8 +541,9 @@ static int sku_param(const char *s, size_t n, char *err, size_t errlen)
     return req_check_id("sku", sku, err, errlen);
 }
 
-/* services/API.md, one row per path and method set. The exact /inventory/
- * paths come before /inventory/{sku}, which they would also fit. */
+/* services/API.md, one row per path and method set (lib/base/routes.h;
+ * body 0: the server's 16 KiB cap). The exact /inventory/ paths come
+ * before /inventory/{sku}, which they would also fit. */
 static const struct route inv_route_rows[] = {
     /* path                      methods     handler         label             body  thread         check */
     {"/inventory/deduct",        ROUTE_POST, route_deduct,   "deduct",         0, ROUTE_WORKER,  NULL},
