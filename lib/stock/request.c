@@ -30,6 +30,18 @@ int req_check_id(const char *what, const char *s, char *err, size_t errlen)
     return 0;
 }
 
+int req_check_sku_n(const char *s, size_t n, char *err, size_t errlen)
+{
+    char sku[STOCK_SKU_MAX + 1];
+    if (n >= sizeof(sku)) {
+        snprintf(err, errlen, "sku must be 1..%d bytes", STOCK_SKU_MAX);
+        return -1;
+    }
+    memcpy(sku, s, n);
+    sku[n] = '\0';
+    return req_check_id("sku", sku, err, errlen);
+}
+
 static json_t *load_object(const char *body, size_t len, char *err, size_t errlen)
 {
     if (!body || len == 0) {

@@ -34,6 +34,9 @@ int req_deduct_field(const char *name);
  * identity: no case folding, no trailing-space padding, no Unicode
  * normalisation, nothing that needs escaping in a URL or a Redis key. */
 int req_check_id(const char *what, const char *s, char *err, size_t errlen);
+/* req_check_id("sku", ...) on s[0..n), not NUL-terminated: a SKU as a
+ * path segment ("/inventory/{sku}", a route's parameter check). */
+int req_check_sku_n(const char *s, size_t n, char *err, size_t errlen);
 /* 1 when c belongs to the identifier alphabet. */
 int req_id_char_ok(unsigned char c);
 

@@ -527,36 +527,22 @@ static void route_metrics(void *app, struct route_call *call, const struct http_
     service_metrics(req, resp);
 }
 
-/* The {sku} of a path, before any method is looked at: 1..64 bytes of the
- * identifier alphabet. */
-static int sku_param(const char *s, size_t n, char *err, size_t errlen)
-{
-    char sku[STOCK_SKU_MAX + 1];
-    if (n >= sizeof(sku)) {
-        snprintf(err, errlen, "sku must be 1..%d bytes", STOCK_SKU_MAX);
-        return -1;
-    }
-    memcpy(sku, s, n);
-    sku[n] = '\0';
-    return req_check_id("sku", sku, err, errlen);
-}
-
 /* services/API.md, one row per path and method set (lib/base/routes.h;
  * body 0: the server's 16 KiB cap). The exact /inventory/ paths come
  * before /inventory/{sku}, which they would also fit. */
 static const struct route inv_route_rows[] = {
-    /* path                      methods     handler         label             body  thread         check */
-    {"/inventory/deduct",        ROUTE_POST, route_deduct,   "deduct",         0, ROUTE_WORKER,  NULL},
-    {"/inventory/release",       ROUTE_POST, route_release,  "release",        0, ROUTE_WORKER,  NULL},
-    {"/inventory/minusInventory", ROUTE_GET, route_minus,    "minusInventory", 0, ROUTE_WORKER,  NULL},
+    /* path                     methods     handler        label          body thread      check */
+    {"/inventory/deduct",       ROUTE_POST, route_deduct,  "deduct",        0, ROUTE_WORKER, NULL},
+    {"/inventory/release",      ROUTE_POST, route_release, "release",       0, ROUTE_WORKER, NULL},
+    {"/inventory/minusInventory", ROUTE_GET, route_minus,  "minusInventory", 0, ROUTE_WORKER, NULL},
     /* the static guard table and a constant: no hand-off */
-    {"/guards",                  ROUTE_GET,  route_guards,   "guards",         0, ROUTE_INLINE,  NULL},
-    {"/livez",                   ROUTE_GET,  route_live,     "livez",          0, ROUTE_INLINE,  NULL},
-    {"/healthz",                 ROUTE_GET,  route_health,   "healthz",        0, ROUTE_CONTROL, NULL},
-    {"/metrics",                 ROUTE_GET,  route_metrics,  "metrics",        0, ROUTE_CONTROL, NULL},
-    {"/inventory/{sku}/audit",   ROUTE_GET,  route_audit,    "audit",          0, ROUTE_WORKER,  sku_param},
-    {"/inventory/{sku}",         ROUTE_GET,  route_state,    "sku",            0, ROUTE_WORKER,  sku_param},
-    {"/inventory/{sku}",         ROUTE_PUT,  route_seed,     "sku",            0, ROUTE_WORKER,  sku_param},
+    {"/guards",                 ROUTE_GET,  route_guards,  "guards",        0, ROUTE_INLINE, NULL},
+    {"/livez",                  ROUTE_GET,  route_live,    "livez",         0, ROUTE_INLINE, NULL},
+    {"/healthz",                ROUTE_GET,  route_health,  "healthz",       0, ROUTE_CONTROL, NULL},
+    {"/metrics",                ROUTE_GET,  route_metrics, "metrics",       0, ROUTE_CONTROL, NULL},
+    {"/inventory/{sku}/audit",  ROUTE_GET,  route_audit,   "audit",         0, ROUTE_WORKER, req_check_sku_n},
+    {"/inventory/{sku}",        ROUTE_GET,  route_state,   "sku",           0, ROUTE_WORKER, req_check_sku_n},
+    {"/inventory/{sku}",        ROUTE_PUT,  route_seed,    "sku",           0, ROUTE_WORKER, req_check_sku_n},
     {NULL, 0, NULL, NULL, 0, ROUTE_WORKER, NULL},
 };
 

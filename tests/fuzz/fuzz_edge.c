@@ -103,24 +103,12 @@ static void ok_handler(void *app, struct route_call *call, const struct http_req
     http_json(resp, 200, json_pack("{s:s}", "param", call->param));
 }
 
-static int sku_ok(const char *s, size_t n, char *err, size_t errlen)
-{
-    char sku[STOCK_SKU_MAX + 1];
-    if (n >= sizeof(sku)) {
-        snprintf(err, errlen, "sku must be 1..%d bytes", STOCK_SKU_MAX);
-        return -1;
-    }
-    memcpy(sku, s, n);
-    sku[n] = '\0';
-    return req_check_id("sku", sku, err, errlen);
-}
-
 static const struct route fuzz_rows[] = {
     {"/inventory/deduct", ROUTE_POST, ok_handler, "deduct", 0, ROUTE_WORKER, NULL},
     {"/healthz", ROUTE_GET, ok_handler, "healthz", 0, ROUTE_CONTROL, NULL},
-    {"/inventory/{sku}/audit", ROUTE_GET, ok_handler, "audit", 0, ROUTE_WORKER, sku_ok},
-    {"/inventory/{sku}", ROUTE_GET, ok_handler, "sku", 0, ROUTE_WORKER, sku_ok},
-    {"/inventory/{sku}", ROUTE_PUT, ok_handler, "sku", 64, ROUTE_WORKER, sku_ok},
+    {"/inventory/{sku}/audit", ROUTE_GET, ok_handler, "audit", 0, ROUTE_WORKER, req_check_sku_n},
+    {"/inventory/{sku}", ROUTE_GET, ok_handler, "sku", 0, ROUTE_WORKER, req_check_sku_n},
+    {"/inventory/{sku}", ROUTE_PUT, ok_handler, "sku", 64, ROUTE_WORKER, req_check_sku_n},
     {"/free/{any}", ROUTE_GET, ok_handler, "free", 0, ROUTE_WORKER, NULL},
     {NULL, 0, NULL, NULL, 0, ROUTE_WORKER, NULL},
 };
