@@ -235,118 +235,149 @@ static MYSQL_STMT *cached_stmt(struct db_conn *c, const char *sql)
     return st;
 }
 
+/* One statement's bound parameters and result columns, on run_once's
+ * stack: MySQL reads the parameters and writes the columns through them. */
+struct stmt_binds {
+    MYSQL_BIND pb[DB_MAX_PARAMS], rb[DB_MAX_PARAMS];
+    unsigned long plen[DB_MAX_PARAMS], rlen[DB_MAX_PARAMS];
+    long long pll[DB_MAX_PARAMS];
+    int pi[DB_MAX_PARAMS];
+    my_bool rnull[DB_MAX_PARAMS];
+};
+
+/* Bind the parameters `in` describes from ap. DB_OK, or DB_ERR with
+ * c->errstr on a type letter the format does not know. */
+static int bind_params(struct db_conn *c, const char *in, va_list *ap, struct stmt_binds *b)
+{
+    for (size_t i = 0; in[i]; i++) {
+        MYSQL_BIND *pb = &b->pb[i];
+        switch (in[i]) {
+        case 's': {
+            const char *s = va_arg(*ap, const char *);
+            b->plen[i] = (unsigned long)strlen(s);
+            pb->buffer_type = MYSQL_TYPE_STRING;
+            pb->buffer = (void *)s;
+            pb->buffer_length = b->plen[i];
+            pb->length = &b->plen[i];
+            break;
+        }
+        case 'l':
+            b->pll[i] = va_arg(*ap, long long);
+            pb->buffer_type = MYSQL_TYPE_LONGLONG;
+            pb->buffer = &b->pll[i];
+            break;
+        case 'i':
+            b->pi[i] = va_arg(*ap, int);
+            pb->buffer_type = MYSQL_TYPE_LONG;
+            pb->buffer = &b->pi[i];
+            break;
+        default:
+            snprintf(c->errstr, sizeof(c->errstr), "bad parameter type '%c'", in[i]);
+            return c->err = DB_ERR;
+        }
+    }
+    return DB_OK;
+}
+
+/* Bind the caller's result buffers `out` describes from ap (after the
+ * parameters). DB_OK, or DB_ERR with c->errstr on an unknown letter. */
+static int bind_results(struct db_conn *c, const char *out, va_list *ap, struct stmt_binds *b)
+{
+    for (size_t i = 0; out[i]; i++) {
+        MYSQL_BIND *rb = &b->rb[i];
+        rb->is_null = &b->rnull[i];
+        rb->length = &b->rlen[i];
+        switch (out[i]) {
+        case 'l':
+            rb->buffer_type = MYSQL_TYPE_LONGLONG;
+            rb->buffer = va_arg(*ap, long long *);
+            break;
+        case 'i':
+            rb->buffer_type = MYSQL_TYPE_LONG;
+            rb->buffer = va_arg(*ap, int *);
+            break;
+        case 's':
+            rb->buffer_type = MYSQL_TYPE_STRING;
+            rb->buffer = va_arg(*ap, char *);
+            rb->buffer_length = va_arg(*ap, size_t);
+            break;
+        default:
+            snprintf(c->errstr, sizeof(c->errstr), "bad result type '%c'", out[i]);
+            return c->err = DB_ERR;
+        }
+    }
+    return DB_OK;
+}
+
+/* The first row as the caller reads it: NULL columns read as 0 / "", and
+ * strings are terminated. */
+static void settle_first_row(const char *out, struct stmt_binds *b)
+{
+    for (size_t i = 0; out[i]; i++) {
+        MYSQL_BIND *rb = &b->rb[i];
+        if (out[i] == 's') {
+            size_t cap = rb->buffer_length;
+            size_t n = b->rnull[i] ? 0 : b->rlen[i];
+            ((char *)rb->buffer)[n < cap ? n : cap - 1] = '\0';
+        } else if (b->rnull[i]) {
+            if (out[i] == 'l') *(long long *)rb->buffer = 0;
+            else *(int *)rb->buffer = 0;
+        }
+    }
+}
+
+/* Fetch a SELECT's rows into the bound buffers: the row count, or a
+ * classified error. */
+static long long fetch_rows(struct db_conn *c, MYSQL_STMT *st, const char *out,
+                            struct stmt_binds *b)
+{
+    if (out[0] && mysql_stmt_bind_result(st, b->rb) != 0)
+        return classify(c, mysql_stmt_errno(st), mysql_stmt_error(st));
+    long long rows = 0;
+    int rc;
+    while ((rc = mysql_stmt_fetch(st)) == 0 || rc == MYSQL_DATA_TRUNCATED) {
+        if (rows == 0)
+            settle_first_row(out, b);
+        rows++;
+    }
+    if (rc == 1) {
+        int e = classify(c, mysql_stmt_errno(st), mysql_stmt_error(st));
+        mysql_stmt_free_result(st);
+        return e;
+    }
+    mysql_stmt_free_result(st);
+    return rows;
+}
+
 static long long run_once(struct db_conn *c, const char *sql, const char *in,
                           const char *out, va_list args)
 {
     if (db_ensure(c) != DB_OK)
         return DB_EUNAVAIL;
-    size_t nin = strlen(in), nout = strlen(out);
-    if (nin > DB_MAX_PARAMS || nout > DB_MAX_PARAMS) {
+    if (strlen(in) > DB_MAX_PARAMS || strlen(out) > DB_MAX_PARAMS) {
         snprintf(c->errstr, sizeof(c->errstr), "too many parameters");
         return c->err = DB_ERR;
     }
     MYSQL_STMT *st = cached_stmt(c, sql);
     if (!st)
         return c->err;
-
-    MYSQL_BIND pb[DB_MAX_PARAMS], rb[DB_MAX_PARAMS];
-    unsigned long plen[DB_MAX_PARAMS], rlen[DB_MAX_PARAMS];
-    long long pll[DB_MAX_PARAMS];
-    int pi[DB_MAX_PARAMS];
-    my_bool rnull[DB_MAX_PARAMS];
-    memset(pb, 0, sizeof(pb));
-    memset(rb, 0, sizeof(rb));
-
+    struct stmt_binds b;
+    memset(b.pb, 0, sizeof(b.pb));
+    memset(b.rb, 0, sizeof(b.rb));
     va_list ap;
     va_copy(ap, args);
-    for (size_t i = 0; i < nin; i++) {
-        switch (in[i]) {
-        case 's': {
-            const char *s = va_arg(ap, const char *);
-            plen[i] = (unsigned long)strlen(s);
-            pb[i].buffer_type = MYSQL_TYPE_STRING;
-            pb[i].buffer = (void *)s;
-            pb[i].buffer_length = plen[i];
-            pb[i].length = &plen[i];
-            break;
-        }
-        case 'l':
-            pll[i] = va_arg(ap, long long);
-            pb[i].buffer_type = MYSQL_TYPE_LONGLONG;
-            pb[i].buffer = &pll[i];
-            break;
-        case 'i':
-            pi[i] = va_arg(ap, int);
-            pb[i].buffer_type = MYSQL_TYPE_LONG;
-            pb[i].buffer = &pi[i];
-            break;
-        default:
-            va_end(ap);
-            snprintf(c->errstr, sizeof(c->errstr), "bad parameter type '%c'", in[i]);
-            return c->err = DB_ERR;
-        }
-    }
-    for (size_t i = 0; i < nout; i++) {
-        rb[i].is_null = &rnull[i];
-        rb[i].length = &rlen[i];
-        switch (out[i]) {
-        case 'l':
-            rb[i].buffer_type = MYSQL_TYPE_LONGLONG;
-            rb[i].buffer = va_arg(ap, long long *);
-            break;
-        case 'i':
-            rb[i].buffer_type = MYSQL_TYPE_LONG;
-            rb[i].buffer = va_arg(ap, int *);
-            break;
-        case 's':
-            rb[i].buffer_type = MYSQL_TYPE_STRING;
-            rb[i].buffer = va_arg(ap, char *);
-            rb[i].buffer_length = va_arg(ap, size_t);
-            break;
-        default:
-            va_end(ap);
-            snprintf(c->errstr, sizeof(c->errstr), "bad result type '%c'", out[i]);
-            return c->err = DB_ERR;
-        }
-    }
+    int bound = bind_params(c, in, &ap, &b) == DB_OK && bind_results(c, out, &ap, &b) == DB_OK;
     va_end(ap);
-
-    if ((nin && mysql_stmt_bind_param(st, pb) != 0) ||
-        mysql_stmt_execute(st) != 0)
+    if (!bound)
+        return c->err;
+    if ((in[0] && mysql_stmt_bind_param(st, b.pb) != 0) || mysql_stmt_execute(st) != 0)
         return classify(c, mysql_stmt_errno(st), mysql_stmt_error(st));
-
     long long result;
     if (mysql_stmt_field_count(st) == 0) {
         result = (long long)mysql_stmt_affected_rows(st);
         c->insert_id = (unsigned long long)mysql_stmt_insert_id(st);
-    } else {
-        if (nout && mysql_stmt_bind_result(st, rb) != 0)
-            return classify(c, mysql_stmt_errno(st), mysql_stmt_error(st));
-        result = 0;
-        int rc;
-        while ((rc = mysql_stmt_fetch(st)) == 0 || rc == MYSQL_DATA_TRUNCATED) {
-            if (result == 0) {
-                /* NULL columns read as 0 / "", and strings are terminated. */
-                for (size_t i = 0; i < nout; i++) {
-                    if (out[i] == 's') {
-                        size_t cap = rb[i].buffer_length;
-                        size_t n = rnull[i] ? 0 : rlen[i];
-                        ((char *)rb[i].buffer)[n < cap ? n : cap - 1] = '\0';
-                    } else if (rnull[i]) {
-                        if (out[i] == 'l') *(long long *)rb[i].buffer = 0;
-                        else *(int *)rb[i].buffer = 0;
-                    }
-                }
-                /* Stop binding further rows into the caller's buffers. */
-            }
-            result++;
-        }
-        if (rc == 1) {
-            int e = classify(c, mysql_stmt_errno(st), mysql_stmt_error(st));
-            mysql_stmt_free_result(st);
-            return e;
-        }
-        mysql_stmt_free_result(st);
+    } else if ((result = fetch_rows(c, st, out, &b)) < 0) {
+        return result;
     }
     c->err = DB_OK;
     return result;

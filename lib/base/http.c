@@ -159,6 +159,8 @@ static enum MHD_Result send_resp(struct MHD_Connection *conn, struct http_resp *
                             r->content_type ? r->content_type : "application/json");
     if (r->retry_after[0])
         MHD_add_response_header(mr, "Retry-After", r->retry_after);
+    if (r->allow[0])
+        MHD_add_response_header(mr, "Allow", r->allow);
     if (r->status == 401)   /* RFC 9110: a 401 names the scheme it wants */
         MHD_add_response_header(mr, "WWW-Authenticate", "Bearer realm=\"oversell-lab\"");
     enum MHD_Result ret = MHD_queue_response(conn, (unsigned int)r->status, mr);

@@ -29,6 +29,7 @@ struct http_resp {
     char *text;                /* malloc'd body, owned by the response */
     const char *content_type;
     char retry_after[16];      /* non-empty: sent as Retry-After */
+    char allow[32];            /* non-empty: sent as Allow (a 405's methods) */
 };
 
 typedef void (*http_handler_fn)(void *app, const struct http_req *req,

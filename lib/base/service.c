@@ -9,6 +9,9 @@
 #include <stdio.h>
 #include <string.h>
 
+/* Paths per thread kind given to http_start (it keeps 8), NULL included. */
+#define SERVICE_MAX_PATHS 9
+
 void service_metrics(const struct http_req *req, struct http_resp *resp)
 {
     if (strcmp(req->method, "GET") != 0) {
@@ -61,7 +64,7 @@ int service_admin_check(const char *token, const struct http_req *req,
 }
 
 int service_run(const char *name, const char *bind, long port, long threads,
-                const char *const *inline_paths, http_handler_fn fn, void *app,
+                const struct route_table *routes, http_handler_fn fn, void *app,
                 const char *banner)
 {
     sigset_t sigs;
@@ -73,7 +76,9 @@ int service_run(const char *name, const char *bind, long port, long threads,
 
     /* Cheap routes on their own threads: an operator or an orchestrator
      * must see the service answer while every worker holds a sale. */
-    static const char *const control[] = {"/healthz", "/metrics", NULL};
+    const char *control[SERVICE_MAX_PATHS], *inline_paths[SERVICE_MAX_PATHS];
+    route_paths(routes, ROUTE_CONTROL, control, SERVICE_MAX_PATHS);
+    route_paths(routes, ROUTE_INLINE, inline_paths, SERVICE_MAX_PATHS);
     char err[256];
     struct http_server *srv =
         http_start(bind, port, threads, control, inline_paths, fn, app, err, sizeof(err));

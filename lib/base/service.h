@@ -5,6 +5,7 @@
 
 #include "db.h"
 #include "http.h"
+#include "routes.h"
 
 /* GET /metrics in Prometheus text format; 405 for other methods. */
 void service_metrics(const struct http_req *req, struct http_resp *resp);
@@ -27,12 +28,14 @@ int service_admin_check(const char *token, const struct http_req *req,
 
 /* Block SIGINT/SIGTERM (every thread inherits the mask), ignore SIGPIPE,
  * listen on bind:port with `threads` workers, print "<name> <banner>" and
- * serve until a signal arrives, then stop. `inline_paths` (NULL-terminated,
- * may be NULL): routes whose handler never blocks, answered on the HTTP
- * I/O threads without a hand-off (http_start). Returns 0, or 1 when the
- * port cannot be listened on (the reason printed on stderr). */
+ * serve until a signal arrives, then stop. `fn` answers every request (a
+ * service's fn hands it to route_dispatch with `routes`); the rows of
+ * `routes` say which paths run on the control pool (ROUTE_CONTROL) and
+ * which on the HTTP I/O threads without a hand-off (ROUTE_INLINE,
+ * http_start). Returns 0, or 1 when the port cannot be listened on (the
+ * reason printed on stderr). */
 int service_run(const char *name, const char *bind, long port, long threads,
-                const char *const *inline_paths, http_handler_fn fn, void *app,
+                const struct route_table *routes, http_handler_fn fn, void *app,
                 const char *banner);
 
 #endif

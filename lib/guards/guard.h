@@ -14,6 +14,7 @@
 #include "stock/deduct.h"
 #include "stock/txn.h"
 
+#include <jansson.h>
 #include <stddef.h>
 #include <stdio.h>
 
@@ -277,6 +278,10 @@ void guard_export_metrics(void);
  * does not take, g's name and every field it accepts). */
 int guard_parse_opts(const struct guard *g, const char *body, size_t len,
                      struct guard_opts *store, const void **opts, char *err, size_t errlen);
+/* The same on a body already parsed (req_body_object): the route parses a
+ * deduct body once, for the sale's fields and the guard's alike. */
+int guard_opts_from(const struct guard *g, json_t *body, struct guard_opts *store,
+                    const void **opts, char *err, size_t errlen);
 
 /* ---- entry points (entry.c): what the service calls ------------------- */
 

@@ -30,6 +30,18 @@ int req_check_id(const char *what, const char *s, char *err, size_t errlen)
     return 0;
 }
 
+int req_check_sku_n(const char *s, size_t n, char *err, size_t errlen)
+{
+    char sku[STOCK_SKU_MAX + 1];
+    if (n >= sizeof(sku)) {
+        snprintf(err, errlen, "sku must be 1..%d bytes", STOCK_SKU_MAX);
+        return -1;
+    }
+    memcpy(sku, s, n);
+    sku[n] = '\0';
+    return req_check_id("sku", sku, err, errlen);
+}
+
 static json_t *load_object(const char *body, size_t len, char *err, size_t errlen)
 {
     if (!body || len == 0) {
@@ -105,44 +117,36 @@ void req_default_deduct(const struct req_defaults *d, struct deduct_req *out)
     out->lock_wait_ms = d->lock_wait_ms;
 }
 
-int req_parse_deduct(const char *body, size_t len, const struct req_defaults *d,
-                     struct deduct_req *out, char *guard, size_t guardlen, int *nextra,
-                     char *err, size_t errlen)
+json_t *req_body_object(const char *body, size_t len, char *err, size_t errlen)
+{
+    return load_object(body, len, err, errlen);
+}
+
+int req_deduct_from(json_t *o, const struct req_defaults *d, struct deduct_req *out,
+                    char *guard, size_t guardlen, char *err, size_t errlen)
 {
     req_default_deduct(d, out);
     guard[0] = '\0';
-    *nextra = 0;
-    json_t *o = load_object(body, len, err, errlen);
-    if (!o)
-        return -1;
     const char *sku = NULL, *order_id = NULL, *user_id = NULL, *g = NULL;
     long long qty = 1, hold = 0, wait = d->lock_wait_ms;
-    int rc = -1;
     if (get_str(o, "sku", &sku, err, errlen) || get_str(o, "order_id", &order_id, err, errlen) ||
         get_str(o, "user_id", &user_id, err, errlen) ||
         get_str(o, "guard", &g, err, errlen) ||
         get_int(o, "qty", 1, REQ_QTY_MAX, &qty, err, errlen) ||
         get_int(o, "hold_ms", 0, REQ_HOLD_MAX_MS, &hold, err, errlen) ||
         get_int(o, "lock_wait_ms", 0, REQ_LOCK_WAIT_MAX_MS, &wait, err, errlen))
-        goto out;
+        return -1;
     if (!sku) {
         snprintf(err, errlen, "sku is required");
-        goto out;
+        return -1;
     }
     if (req_check_id("sku", sku, err, errlen) ||
         (order_id && req_check_id("order_id", order_id, err, errlen)) ||
         (user_id && req_check_id("user_id", user_id, err, errlen)))
-        goto out;
+        return -1;
     if (g && (strlen(g) == 0 || strlen(g) >= guardlen)) {
         snprintf(err, errlen, "guard must be a guard name (see GET /guards)");
-        goto out;
-    }
-    const char *key;
-    json_t *v;
-    json_object_foreach(o, key, v) {
-        (void)v;
-        if (!req_deduct_field(key))
-            (*nextra)++;
+        return -1;
     }
     snprintf(out->sku, sizeof(out->sku), "%s", sku);
     if (order_id)
@@ -154,8 +158,27 @@ int req_parse_deduct(const char *body, size_t len, const struct req_defaults *d,
     out->qty = (long)qty;
     out->hold_ms = (long)hold;
     out->lock_wait_ms = (long)wait;
-    rc = 0;
-out:
+    return 0;
+}
+
+int req_parse_deduct(const char *body, size_t len, const struct req_defaults *d,
+                     struct deduct_req *out, char *guard, size_t guardlen, int *nextra,
+                     char *err, size_t errlen)
+{
+    req_default_deduct(d, out);
+    guard[0] = '\0';
+    *nextra = 0;
+    json_t *o = load_object(body, len, err, errlen);
+    if (!o)
+        return -1;
+    int rc = req_deduct_from(o, d, out, guard, guardlen, err, errlen);
+    const char *key;
+    json_t *v;
+    json_object_foreach(o, key, v) {
+        (void)v;
+        if (rc == 0 && !req_deduct_field(key))
+            (*nextra)++;
+    }
     json_decref(o);
     return rc;
 }

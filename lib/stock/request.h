@@ -6,6 +6,7 @@
 
 #include "deduct.h"
 
+#include <jansson.h>
 #include <stddef.h>
 
 #define REQ_QTY_MAX 1000
@@ -33,6 +34,9 @@ int req_deduct_field(const char *name);
  * identity: no case folding, no trailing-space padding, no Unicode
  * normalisation, nothing that needs escaping in a URL or a Redis key. */
 int req_check_id(const char *what, const char *s, char *err, size_t errlen);
+/* req_check_id("sku", ...) on s[0..n), not NUL-terminated: a SKU as a
+ * path segment ("/inventory/{sku}", a route's parameter check). */
+int req_check_sku_n(const char *s, size_t n, char *err, size_t errlen);
 /* 1 when c belongs to the identifier alphabet. */
 int req_id_char_ok(unsigned char c);
 
@@ -44,6 +48,17 @@ int req_id_char_ok(unsigned char c);
 int req_parse_deduct(const char *body, size_t len, const struct req_defaults *d,
                      struct deduct_req *out, char *guard, size_t guardlen, int *nextra,
                      char *err, size_t errlen);
+
+/* The body of a write as a JSON object (duplicate keys refused): a new
+ * reference the caller json_decref's, or NULL with err (no body, malformed
+ * JSON, not an object). */
+json_t *req_body_object(const char *body, size_t len, char *err, size_t errlen);
+
+/* The sale's own fields of a deduct body o (req_body_object), as
+ * req_parse_deduct reads them; o's other fields are left for the chosen
+ * guard (guard_opts_from), so the body is parsed once. */
+int req_deduct_from(json_t *o, const struct req_defaults *d, struct deduct_req *out,
+                    char *guard, size_t guardlen, char *err, size_t errlen);
 
 /* Parse PUT /inventory/{sku}: stock 0..1e9 (required), segments 1..64
  * (default 10). */

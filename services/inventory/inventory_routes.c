@@ -16,8 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define PREFIX "/inventory/"
-
 static void env_for(const struct inv_conf *c, struct deduct_env *env)
 {
     memset(env, 0, sizeof(*env));
@@ -157,62 +155,70 @@ static int set_deadline(const struct http_req *req, struct deduct_req *dr,
     return 0;
 }
 
-/* nextra: body fields beyond the sale's own, for the chosen guard to
- * accept (0: its defaults, the body is not read again). */
-static void run_deduct(const struct inv_conf *c, const struct http_req *req,
-                       struct deduct_req *dr, const char *body_guard, int nextra,
-                       struct http_resp *resp, const char **guard_label)
+/* A write-behind guard answers without MySQL: neither a connection nor
+ * its idle ping on the request path, and MySQL may be down. */
+static int env_for_guard(const struct inv_conf *c, const struct guard *g,
+                         struct deduct_env *env, struct http_resp *resp)
+{
+    if (!g->no_mysql_deduct)
+        return env_ready(c, env, resp);
+    memset(env, 0, sizeof(*env));
+    env->instance = c->instance;
+    env->max_retries = c->max_retries;
+    env->default_ttl_ms = c->lock_ttl_ms;
+    env->default_wait_ms = c->lock_wait_ms;
+    return 0;
+}
+
+/* body: the deduct body, parsed once (req_body_object), whose fields
+ * beyond the sale's own the chosen guard must accept; NULL (the seeds'
+ * GET): the guard's defaults. */
+static void run_deduct(const struct inv_conf *c, struct route_call *call,
+                       const struct http_req *req, struct deduct_req *dr,
+                       const char *body_guard, json_t *body, struct http_resp *resp)
 {
     const struct guard *g = pick_guard(c, req, body_guard, resp);
     if (!g)
         return;
     struct guard_opts opts;   /* dr->opts points here until the answer */
     char err[512];
-    if (nextra > 0 &&
-        guard_parse_opts(g, req->body, req->body_len, &opts, &dr->opts, err, sizeof(err)) != 0) {
+    if (body && guard_opts_from(g, body, &opts, &dr->opts, err, sizeof(err)) != 0) {
         http_error(resp, 400, "bad_request", "%s", err);
         return;
     }
     if (set_deadline(req, dr, resp) != 0)
         return;
-    *guard_label = g->name;
+    call->tag = g->name;
     if (!dr->order_id[0])
         util_make_id(dr->order_id, sizeof(dr->order_id), c->instance);
     struct deduct_env env;
-    /* A write-behind guard answers without MySQL: neither a connection
-     * nor its idle ping on the request path, and MySQL may be down. */
-    if (g->no_mysql_deduct) {
-        memset(&env, 0, sizeof(env));
-        env.instance = c->instance;
-        env.max_retries = c->max_retries;
-        env.default_ttl_ms = c->lock_ttl_ms;
-        env.default_wait_ms = c->lock_wait_ms;
-    } else if (env_ready(c, &env, resp) != 0)
+    if (env_for_guard(c, g, &env, resp) != 0)
         return;
     struct deduct_res r;
     guard_deduct(g, &env, dr, &r);
     answer_deduct(dr, &r, resp);
 }
 
-static void handle_deduct(const struct inv_conf *c, const struct http_req *req,
-                          struct http_resp *resp, const char **guard_label)
+static void route_deduct(void *app, struct route_call *call, const struct http_req *req,
+                         struct http_resp *resp)
 {
+    const struct inv_conf *c = app;
     struct req_defaults d = {c->lock_wait_ms};
     struct deduct_req dr;
     char guard[32], err[256];
-    int nextra;
-    if (req_parse_deduct(req->body, req->body_len, &d, &dr, guard, sizeof(guard), &nextra,
-                         err, sizeof(err)) != 0) {
+    json_t *body = req_body_object(req->body, req->body_len, err, sizeof(err));
+    if (!body || req_deduct_from(body, &d, &dr, guard, sizeof(guard), err, sizeof(err)) != 0)
         http_error(resp, 400, "bad_request", "%s", err);
-        return;
-    }
-    run_deduct(c, req, &dr, guard, nextra, resp, guard_label);
+    else
+        run_deduct(c, call, req, &dr, guard, body, resp);
+    json_decref(body);
 }
 
 /* The seeds' own endpoint: GET /inventory/minusInventory?inventoryId=SKU */
-static void handle_minus(const struct inv_conf *c, const struct http_req *req,
-                         struct http_resp *resp, const char **guard_label)
+static void route_minus(void *app, struct route_call *call, const struct http_req *req,
+                        struct http_resp *resp)
 {
+    const struct inv_conf *c = app;
     struct req_defaults d = {c->lock_wait_ms};
     struct deduct_req dr;
     char err[256];
@@ -223,12 +229,13 @@ static void handle_minus(const struct inv_conf *c, const struct http_req *req,
         return;
     }
     snprintf(dr.sku, sizeof(dr.sku), "%s", sku);
-    run_deduct(c, req, &dr, NULL, 0, resp, guard_label);
+    run_deduct(c, call, req, &dr, NULL, NULL, resp);
 }
 
-static void handle_release(const struct inv_conf *c, const struct http_req *req,
-                           struct http_resp *resp)
+static void route_release(void *app, struct route_call *call, const struct http_req *req,
+                          struct http_resp *resp)
 {
+    const struct inv_conf *c = app;
     char order_id[STOCK_ID_MAX + 1], err[256];
     /* Giving units back is an admin act: a stranger could release someone
      * else's order and keep the goods. */
@@ -265,9 +272,11 @@ static void handle_release(const struct inv_conf *c, const struct http_req *req,
     }
 }
 
-static void handle_seed(const struct inv_conf *c, const struct http_req *req,
-                        const char *sku, struct http_resp *resp)
+static void route_seed(void *app, struct route_call *call, const struct http_req *req,
+                       struct http_resp *resp)
 {
+    const struct inv_conf *c = app;
+    const char *sku = call->param;
     long long stock;
     int segments;
     char err[256];
@@ -296,8 +305,11 @@ static void handle_seed(const struct inv_conf *c, const struct http_req *req,
                                    "version", (json_int_t)version, "segments", segments));
 }
 
-static void handle_state(const struct inv_conf *c, const char *sku, struct http_resp *resp)
+static void route_state(void *app, struct route_call *call, const struct http_req *req,
+                        struct http_resp *resp)
 {
+    const struct inv_conf *c = app;
+    const char *sku = call->param;
     struct deduct_env env;
     if (env_ready(c, &env, resp) != 0)
         return;
@@ -353,8 +365,11 @@ static void add_cluster_view(const struct cluster_audit *cap, int n, json_t *j)
         json_object_set_new(j, "consistent", json_false());
 }
 
-static void handle_audit(const struct inv_conf *c, const char *sku, struct http_resp *resp)
+static void route_audit(void *app, struct route_call *call, const struct http_req *req,
+                        struct http_resp *resp)
 {
+    const struct inv_conf *c = app;
+    const char *sku = call->param;
     struct deduct_env env;
     if (env_ready(c, &env, resp) != 0)
         return;
@@ -430,8 +445,10 @@ static void answer_copy(struct http_resp *resp, const char *body, size_t len)
     http_text(resp, 200, "application/json", b);
 }
 
-static void handle_guards(const struct inv_conf *c, struct http_resp *resp)
+static void route_guards(void *app, struct route_call *call, const struct http_req *req,
+                         struct http_resp *resp)
 {
+    const struct inv_conf *c = app;
     if (guards_body)
         answer_copy(resp, guards_body, guards_len);
     else
@@ -460,7 +477,8 @@ void inv_routes_init(const struct inv_conf *c)
 }
 
 /* The body is built once (inv_routes_init): a probe costs no JSON work. */
-static void handle_live(struct http_resp *resp)
+static void route_live(void *app, struct route_call *call, const struct http_req *req,
+                       struct http_resp *resp)
 {
     answer_copy(resp, live_body, live_len);
 }
@@ -483,8 +501,10 @@ int inv_warm(void *app)
     return guard_health(up, 8, &nup, &down, err, sizeof(err)) == 0 ? 0 : -1;
 }
 
-static void handle_health(const struct inv_conf *c, struct http_resp *resp)
+static void route_health(void *app, struct route_call *call, const struct http_req *req,
+                         struct http_resp *resp)
 {
+    const struct inv_conf *c = app;
     if (service_mysql_health(&c->db, resp) != 0 || service_warm_health(resp) != 0)
         return;
     const char *up[8], *down = NULL;
@@ -500,83 +520,36 @@ static void handle_health(const struct inv_conf *c, struct http_resp *resp)
     http_json(resp, 200, j);
 }
 
-/* Split /inventory/{sku}[/audit]; returns 0 when the path has that shape. */
-static int sku_path(const char *path, char *sku, size_t skulen, int *audit)
+static void route_metrics(void *app, struct route_call *call, const struct http_req *req,
+                          struct http_resp *resp)
 {
-    if (strncmp(path, PREFIX, strlen(PREFIX)) != 0)
-        return -1;
-    const char *s = path + strlen(PREFIX);
-    const char *slash = strchr(s, '/');
-    size_t n = slash ? (size_t)(slash - s) : strlen(s);
-    *audit = 0;
-    if (slash) {
-        if (strcmp(slash, "/audit") != 0)
-            return -1;
-        *audit = 1;
-    }
-    if (n == 0 || n >= skulen)
-        return n == 0 ? -1 : -2;
-    memcpy(sku, s, n);
-    sku[n] = '\0';
-    return 0;
+    guard_export_metrics();
+    service_metrics(req, resp);
 }
 
-static int is(const struct http_req *r, const char *m) { return strcmp(r->method, m) == 0; }
+/* services/API.md, one row per path and method set (lib/base/routes.h;
+ * body 0: the server's 16 KiB cap). The exact /inventory/ paths come
+ * before /inventory/{sku}, which they would also fit. */
+static const struct route inv_route_rows[] = {
+    /* path                     methods     handler        label          body thread      check */
+    {"/inventory/deduct",       ROUTE_POST, route_deduct,  "deduct",        0, ROUTE_WORKER, NULL},
+    {"/inventory/release",      ROUTE_POST, route_release, "release",       0, ROUTE_WORKER, NULL},
+    {"/inventory/minusInventory", ROUTE_GET, route_minus,  "minusInventory", 0, ROUTE_WORKER, NULL},
+    /* the static guard table and a constant: no hand-off */
+    {"/guards",                 ROUTE_GET,  route_guards,  "guards",        0, ROUTE_INLINE, NULL},
+    {"/livez",                  ROUTE_GET,  route_live,    "livez",         0, ROUTE_INLINE, NULL},
+    {"/healthz",                ROUTE_GET,  route_health,  "healthz",       0, ROUTE_CONTROL, NULL},
+    {"/metrics",                ROUTE_GET,  route_metrics, "metrics",       0, ROUTE_CONTROL, NULL},
+    {"/inventory/{sku}/audit",  ROUTE_GET,  route_audit,   "audit",         0, ROUTE_WORKER, req_check_sku_n},
+    {"/inventory/{sku}",        ROUTE_GET,  route_state,   "sku",           0, ROUTE_WORKER, req_check_sku_n},
+    {"/inventory/{sku}",        ROUTE_PUT,  route_seed,    "sku",           0, ROUTE_WORKER, req_check_sku_n},
+    {NULL, 0, NULL, NULL, 0, ROUTE_WORKER, NULL},
+};
+
+const struct route_table inv_routes = {"inventory", inv_route_rows, "guard"};
 
 void inv_handle(void *app, const struct http_req *req, struct http_resp *resp)
 {
     const struct inv_conf *c = app;
-    const char *p = req->path, *route = "other", *guard_label = "-";
-    char sku[STOCK_SKU_MAX + 2], err[256];
-    int audit, sp;
-
-    if (strcmp(p, "/inventory/deduct") == 0) {
-        route = "deduct";
-        if (is(req, "POST")) handle_deduct(c, req, resp, &guard_label);
-        else http_error(resp, 405, "method_not_allowed", "use POST %s", p);
-    } else if (strcmp(p, "/inventory/release") == 0) {
-        route = "release";
-        if (is(req, "POST")) handle_release(c, req, resp);
-        else http_error(resp, 405, "method_not_allowed", "use POST %s", p);
-    } else if (strcmp(p, "/inventory/minusInventory") == 0) {
-        route = "minusInventory";
-        if (is(req, "GET")) handle_minus(c, req, resp, &guard_label);
-        else http_error(resp, 405, "method_not_allowed", "use GET %s", p);
-    } else if (strcmp(p, "/guards") == 0) {
-        route = "guards";
-        if (is(req, "GET")) handle_guards(c, resp);
-        else http_error(resp, 405, "method_not_allowed", "use GET %s", p);
-    } else if (strcmp(p, "/livez") == 0) {
-        route = "livez";
-        if (is(req, "GET")) handle_live(resp);
-        else http_error(resp, 405, "method_not_allowed", "use GET %s", p);
-    } else if (strcmp(p, "/healthz") == 0) {
-        route = "healthz";
-        if (is(req, "GET")) handle_health(c, resp);
-        else http_error(resp, 405, "method_not_allowed", "use GET %s", p);
-    } else if (strcmp(p, "/metrics") == 0) {
-        route = "metrics";
-        guard_export_metrics();
-        service_metrics(req, resp);
-    } else if ((sp = sku_path(p, sku, sizeof(sku), &audit)) != -1) {
-        route = audit ? "audit" : "sku";
-        if (sp == -2 || req_check_id("sku", sku, err, sizeof(err)) != 0)
-            http_error(resp, 400, "bad_request", "%s", sp == -2 ? "sku must be 1..64 bytes" : err);
-        else if (audit && is(req, "GET")) handle_audit(c, sku, resp);
-        else if (!audit && is(req, "GET")) handle_state(c, sku, resp);
-        else if (!audit && is(req, "PUT")) handle_seed(c, req, sku, resp);
-        else http_error(resp, 405, "method_not_allowed", "use %s %s", audit ? "GET" : "GET or PUT", p);
-    } else {
-        http_error(resp, 404, "not_found", "no route %s %s", req->method, p);
-    }
-
-    if (resp->status >= 500)   /* operators need the reason, not just the count */
-        fprintf(stderr, "inventory %s: %s %s -> %d %.300s\n", c->instance, req->method, p,
-                resp->status, resp->text ? resp->text : "");
-    char labels[128];
-    snprintf(labels, sizeof(labels), "route=\"%s\",status=\"%d\",guard=\"%s\"", route,
-             resp->status, guard_label);
-    metrics_add("lab_http_requests_total", labels, 1);
-    snprintf(labels, sizeof(labels), "route=\"%s\"", route);
-    metrics_observe("lab_http_request_duration_seconds", labels, util_now() - req->started);
+    route_dispatch(&inv_routes, c->instance, app, req, resp);
 }

@@ -3,9 +3,13 @@
 #define INVENTORY_ROUTES_H
 
 #include "base/http.h"
+#include "base/routes.h"
 #include "inventory_config.h"
 
-/* The http_handler_fn; app is a const struct inv_conf *. */
+/* The service's routes (services/API.md). */
+extern const struct route_table inv_routes;
+
+/* The http_handler_fn: inv_routes' dispatch; app is a const struct inv_conf *. */
 void inv_handle(void *app, const struct http_req *req, struct http_resp *resp);
 
 /* The workers' warm-up (http_set_warm): this thread's MySQL connection

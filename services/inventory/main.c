@@ -43,10 +43,7 @@ int main(int argc, char **argv)
     snprintf(banner, sizeof(banner), "%s listening on %s:%ld, guard %s, mysql %s:%ld/%s",
              conf.instance, conf.bind, conf.port, conf.guard, conf.db.host, conf.db.port,
              conf.db.dbname);
-    /* GET /guards reads only the static guard table, /livez nothing: no
-     * hand-off. */
-    static const char *const inline_paths[] = {"/guards", "/livez", NULL};
-    rc = service_run("inventory", conf.bind, conf.port, conf.threads, inline_paths, inv_handle,
+    rc = service_run("inventory", conf.bind, conf.port, conf.threads, &inv_routes, inv_handle,
                      &conf, banner);
     guard_fini_all();
     db_global_end();

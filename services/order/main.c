@@ -46,8 +46,8 @@ int main(int argc, char **argv)
              conf.bind, conf.port, conf.nurls, conf.db.host, conf.db.port, conf.db.dbname,
              conf.deduct_timeout_ms, conf.reconcile_ms, conf.reconcile_margin_ms,
              conf.debug_pause_after_deduct_ms ? ", DEBUG pause after deduct" : "");
-    rc = service_run("order", conf.bind, conf.port, conf.threads, NULL, order_handle, &conf,
-                     banner);
+    rc = service_run("order", conf.bind, conf.port, conf.threads, &order_routes, order_handle,
+                     &conf, banner);
     order_reconcile_stop();
     invc_global_end();
     db_global_end();

@@ -5,11 +5,14 @@
  *   - edge_utf8_valid agrees with jansson's own UTF-8 check;
  *   - whatever is refused is a 400/401/403/415 whose body encodes (never the
  *     500 "cannot encode response" a non-UTF-8 detail used to cause);
- *   - the bearer check accepts exactly "Bearer <token>".
+ *   - the bearer check accepts exactly "Bearer <token>";
+ *   - the route table answers any method and path with 200, 400, 404, 405
+ *     (and Allow) or 413, a parameter never past its buffer.
  * Input: fields separated by NUL bytes: method, path, header value,
  * content type, authorization, token, body (missing fields are empty). */
 #include "base/edge.h"
 #include "base/http.h"
+#include "base/routes.h"
 #include "guards/guard.h"
 #include "stock/request.h"
 
@@ -52,9 +55,17 @@ static void parsers(const char *path, const char *body, size_t blen)
     int segments;
     if (req_check_id("sku", path, err, sizeof(err)) != 0)
         answer(400, "bad_request", err);
+    /* The deduct route's way: the body parsed once, the sale's fields,
+     * then every guard's options from the same object. */
+    json_t *o = req_body_object(body, blen, err, sizeof(err));
+    int rc = o ? req_deduct_from(o, &d, &dr, guard, sizeof(guard), err, sizeof(err)) : -1;
     int nextra;
-    if (req_parse_deduct(body, blen, &d, &dr, guard, sizeof(guard), &nextra, err,
-                         sizeof(err)) != 0) {
+    char guard2[32], err2[512];
+    struct deduct_req dr2;
+    must((req_parse_deduct(body, blen, &d, &dr2, guard2, sizeof(guard2), &nextra, err2,
+                           sizeof(err2)) == 0) == (rc == 0),
+         "req_parse_deduct and req_deduct_from disagree");
+    if (rc != 0) {
         answer(400, "bad_request", err);
     } else {
         must(req_check_id("sku", dr.sku, err, sizeof(err)) == 0, "accepted a bad sku");
@@ -62,13 +73,16 @@ static void parsers(const char *path, const char *body, size_t blen)
          * still encodes. */
         size_t n;
         const struct guard *const *all = guard_all(&n);
-        for (size_t i = 0; i < n && nextra > 0; i++) {
+        for (size_t i = 0; i < n; i++) {
             struct guard_opts store;
             const void *opts;
-            if (guard_parse_opts(all[i], body, blen, &store, &opts, err, sizeof(err)) != 0)
+            if (guard_opts_from(all[i], o, &store, &opts, err, sizeof(err)) != 0) {
+                must(nextra > 0, "a guard refused a body of the sale's own fields");
                 answer(400, "bad_request", err);
+            }
         }
     }
+    json_decref(o);
     if (req_parse_seed(body, blen, &stock, &segments, err, sizeof(err)) != 0)
         answer(400, "bad_request", err);
     else
@@ -76,6 +90,42 @@ static void parsers(const char *path, const char *body, size_t blen)
                  segments <= REQ_SEGMENTS_MAX, "seed out of bounds");
     if (req_parse_release(body, blen, id, sizeof(id), err, sizeof(err)) != 0)
         answer(400, "bad_request", err);
+}
+
+/* A route table in the services' shape: the dispatch answers every path
+ * and method with a status of its own and a body that encodes. */
+static void ok_handler(void *app, struct route_call *call, const struct http_req *req,
+                       struct http_resp *resp)
+{
+    (void)app, (void)req;
+    must(strlen(call->param) < ROUTE_PARAM_MAX && !strchr(call->param, '/'),
+         "a path parameter past its buffer or across a '/'");
+    http_json(resp, 200, json_pack("{s:s}", "param", call->param));
+}
+
+static const struct route fuzz_rows[] = {
+    {"/inventory/deduct", ROUTE_POST, ok_handler, "deduct", 0, ROUTE_WORKER, NULL},
+    {"/healthz", ROUTE_GET, ok_handler, "healthz", 0, ROUTE_CONTROL, NULL},
+    {"/inventory/{sku}/audit", ROUTE_GET, ok_handler, "audit", 0, ROUTE_WORKER, req_check_sku_n},
+    {"/inventory/{sku}", ROUTE_GET, ok_handler, "sku", 0, ROUTE_WORKER, req_check_sku_n},
+    {"/inventory/{sku}", ROUTE_PUT, ok_handler, "sku", 64, ROUTE_WORKER, req_check_sku_n},
+    {"/free/{any}", ROUTE_GET, ok_handler, "free", 0, ROUTE_WORKER, NULL},
+    {NULL, 0, NULL, NULL, 0, ROUTE_WORKER, NULL},
+};
+static const struct route_table fuzz_routes = {"fuzz", fuzz_rows, "guard"};
+
+static void route(const char *method, const char *path, size_t blen)
+{
+    struct http_req req = {.method = method, .path = path, .body_len = blen};
+    struct http_resp resp = {0};
+    route_dispatch(&fuzz_routes, "fuzz-1", NULL, &req, &resp);
+    int s = resp.status;
+    must(s == 200 || s == 400 || s == 404 || s == 405 || s == 413, "route status");
+    must((s == 405) == (resp.allow[0] != '\0'), "Allow on a 405 and only there");
+    json_t *j = resp.text ? json_loads(resp.text, 0, NULL) : NULL;
+    must(j != NULL, "route body is not JSON");
+    json_decref(j);
+    free(resp.text);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -119,10 +169,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     must(st == 0 || st == 400 || st == 415, "edge status");
     must(st != 415 || (edge_method_has_body(method) && !edge_is_json_type(ctype)),
          "415 without cause");
-    if (st)
+    if (st) {
         answer(st, v.code, v.detail);
-    else
+    } else {
         parsers(path, body, blen);
+        route(method, path, blen);
+    }
 
     /* Bearer: exactly "Bearer " + token, scheme case-insensitive. */
     int a = edge_bearer_check(authz, token);

@@ -228,6 +228,36 @@ static void test_edge_errors_are_json(void **state)
 
 /* ---- the admin token ---- */
 
+/* A known path with a method it does not take: 405, the detail and the
+ * Allow header name the methods it does take (RFC 9110 asks for Allow). */
+static void test_wrong_method_names_the_allowed_ones(void **state)
+{
+    const struct {
+        const char *base, *method, *path, *allow, *detail;
+    } cases[] = {
+        {it.inventory[0], "GET", "/inventory/deduct", "POST", "use POST /inventory/deduct"},
+        {it.inventory[0], "DELETE", "/inventory/T-edge-allow", "GET, PUT",
+         "use GET or PUT /inventory/T-edge-allow"},
+        {it.inventory[0], "PUT", "/inventory/T-edge-allow/audit", "GET",
+         "use GET /inventory/T-edge-allow/audit"},
+        {it.inventory[0], "POST", "/metrics", "GET", "use GET /metrics"},
+        {it.order, "DELETE", "/orders", "POST, GET", "use POST or GET /orders"},
+        {it.order, "POST", "/order/placeAnOrder", "GET", "use GET /order/placeAnOrder"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char req[512], out[8192], want[128];
+        int n = snprintf(req, sizeof(req),
+                         "%s %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+                         "Content-Type: application/json\r\nContent-Length: 0\r\n\r\n",
+                         cases[i].method, cases[i].path);
+        long status = it_raw(cases[i].base, req, (size_t)n, out, sizeof(out));
+        snprintf(want, sizeof(want), "Allow: %s\r\n", cases[i].allow);
+        if (status != 405 || !strstr(out, want) || !strstr(out, cases[i].detail))
+            fail_msg("%s %s: want 405 with \"%s\" and \"%s\", got:\n%.600s", cases[i].method,
+                     cases[i].path, cases[i].allow, cases[i].detail, out);
+    }
+}
+
 static void test_reseed_and_release_need_the_token(void **state)
 {
     if (tok_pid < 0)
@@ -399,6 +429,7 @@ int main(void)
         cmocka_unit_test(test_invalid_utf8_body_is_400),
         cmocka_unit_test(test_post_without_json_type_is_415),
         cmocka_unit_test(test_edge_errors_are_json),
+        cmocka_unit_test(test_wrong_method_names_the_allowed_ones),
         cmocka_unit_test(test_reseed_and_release_need_the_token),
         cmocka_unit_test(test_healthz_answers_while_workers_are_busy),
         cmocka_unit_test(test_services_use_the_least_privilege_account),

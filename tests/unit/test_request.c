@@ -93,6 +93,32 @@ static const struct deduct_ok deduct_ok_cases[] = {
      "S", "", "", "", 7, 0, 3000, 0},
 };
 
+/* A SKU as a path segment: its length is given, the bytes after it (the
+ * rest of the path) are not read. */
+static void test_check_sku_segment(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *label, *path;
+        size_t n;
+        int ok;
+        const char *err_has;
+    } cases[] = {
+        {"plain", "SKU-1/audit", 5, 1, NULL},
+        {"64 bytes", A64 "/audit", 64, 1, NULL},
+        {"65 bytes", A65, 65, 0, "1..64 bytes"},
+        {"far over", A65 A65, 130, 0, "1..64 bytes"},
+        {"bad byte", "SK U", 4, 0, "byte 0x20 at 2"},
+        {"stops at n", "SKU!", 3, 1, NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char err[256] = "";
+        int rc = req_check_sku_n(cases[i].path, cases[i].n, err, sizeof err);
+        if ((rc == 0) != cases[i].ok || (cases[i].err_has && !strstr(err, cases[i].err_has)))
+            fail_msg("%s: rc %d err \"%s\"", cases[i].label, rc, err);
+    }
+}
+
 static void test_deduct_valid(void **state)
 {
     (void)state;
@@ -383,6 +409,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_check_id),
+        cmocka_unit_test(test_check_sku_segment),
         cmocka_unit_test(test_deduct_valid),
         cmocka_unit_test(test_deduct_common_fields),
         cmocka_unit_test(test_deduct_uses_len_not_nul),

@@ -82,18 +82,12 @@ static int set_field(const struct guard_field *f, json_t *v, unsigned char *opts
     return -1;
 }
 
-int guard_parse_opts(const struct guard *g, const char *body, size_t len,
-                     struct guard_opts *store, const void **opts, char *err, size_t errlen)
+int guard_opts_from(const struct guard *g, json_t *o, struct guard_opts *store,
+                    const void **opts, char *err, size_t errlen)
 {
     *opts = NULL;
     if (g->opts_size > sizeof(store->u.bytes)) {
         snprintf(err, errlen, "guard %s: options too large", g->name);
-        return -1;
-    }
-    json_t *o = body && len ? json_loadb(body, len, JSON_REJECT_DUPLICATES, NULL) : NULL;
-    if (!json_is_object(o)) {
-        snprintf(err, errlen, "the body must be a JSON object");
-        json_decref(o);
         return -1;
     }
     if (g->opts_size)
@@ -115,8 +109,22 @@ int guard_parse_opts(const struct guard *g, const char *body, size_t len,
         if ((rc = set_field(&g->fields[i], v, store->u.bytes, err, errlen)) != 0)
             break;
     }
-    json_decref(o);
     if (rc == 0 && g->opts_size)
         *opts = store;
+    return rc;
+}
+
+int guard_parse_opts(const struct guard *g, const char *body, size_t len,
+                     struct guard_opts *store, const void **opts, char *err, size_t errlen)
+{
+    *opts = NULL;
+    json_t *o = body && len ? json_loadb(body, len, JSON_REJECT_DUPLICATES, NULL) : NULL;
+    if (!json_is_object(o)) {
+        snprintf(err, errlen, "the body must be a JSON object");
+        json_decref(o);
+        return -1;
+    }
+    int rc = guard_opts_from(g, o, store, opts, err, errlen);
+    json_decref(o);
     return rc;
 }
