@@ -85,6 +85,7 @@ static int fill_state(const char *sku, long long stock, int segments, struct rre
                       struct deduct_res *res)
 {
     char err[128];
+    sflush_test_pause("LAB_TEST_STREAM_RELOAD_PAUSE_MS");
     long long queued = hash_num(KEYS_SALES_PENDING_UNITS, sku, err, sizeof(err));
     if (queued < 0) {
         res->outcome = DEDUCT_UNAVAILABLE;
@@ -167,6 +168,7 @@ static int undo_sale(const struct deduct_req *req, const char *id, long long ack
     keys_sstock(stock, req->sku);
     keys_sorder(order, req->order_id);
     snprintf(qty, sizeof(qty), "%ld", req->qty);
+    sflush_test_pause("LAB_TEST_STREAM_UNDO_PAUSE_MS");
     const char *argv[11] = {stock, order, KEYS_SALES_STREAM, KEYS_SALES_PENDING,
                             KEYS_SALES_PENDING_UNITS, KEYS_SALES_UNACKED, KEYS_SALES_CANCELLED,
                             id, req->sku, qty, KEYS_SALES_GROUP};
