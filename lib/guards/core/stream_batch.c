@@ -35,23 +35,28 @@ static char *rows_json(const struct sale *sales, int n, int *nvalid)
 
 /* 1 when the ledger row of s->order_id is this very sale written before (a
  * lost COMMIT reply, a claim of a batch its first flusher had committed):
- * same guard, SKU, quantity, instance and remaining stock. 0 when it is
- * another sale under that order_id -- the first sale of a repeat whose
- * order memory had expired, or was of an older epoch, or was sold by
- * another guard: then Redis took a unit MySQL never will. Negative DB_E*
- * on failure. */
+ * same guard, SKU, quantity, instance and remaining stock, and not
+ * released. 0 when it is another sale under that order_id -- the first
+ * sale of a repeat whose order memory had expired, or was of an older
+ * epoch, or was sold by another guard: then Redis took a unit MySQL never
+ * will. A released row is never this sale written before: a release waits
+ * until the sale's entry is flushed and acknowledged (guard.h `queued`),
+ * so no replay of it follows; and a repeat of it after the order memory
+ * expired sells with the remaining stock the first sale had (the release
+ * gave that unit back). Negative DB_E* on failure. */
 static long long same_sale(struct db_conn *db, const struct sale *s)
 {
     char guard[33] = "", sku[STOCK_SKU_MAX + 1] = "", inst[65] = "";
-    long long qty = 0, rem = 0;
-    long long n = db_run(db, "SELECT guard, sku, qty, remaining, instance FROM ledger "
-                             "WHERE order_id=?", "s", "sslls", s->order_id,
+    long long qty = 0, rem = 0, released = 0;
+    long long n = db_run(db, "SELECT guard, sku, qty, remaining, instance, released FROM ledger "
+                             "WHERE order_id=?", "s", "ssllsl", s->order_id,
                          guard, sizeof(guard), sku, sizeof(sku), &qty, &rem, inst,
-                         sizeof(inst));
+                         sizeof(inst), &released);
     if (n < 0)
         return n;
     return n > 0 && strcmp(guard, GUARD_NAME) == 0 && strcmp(sku, s->sku) == 0 &&
-           qty == s->qty && rem == s->remaining && strcmp(inst, s->instance) == 0;
+           qty == s->qty && rem == s->remaining && strcmp(inst, s->instance) == 0 &&
+           released == 0;
 }
 
 /* The ledger rows of the batch, in the open transaction. Usually one
