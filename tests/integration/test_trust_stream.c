@@ -44,10 +44,30 @@ static int group_setup(void **state)
     return 0;
 }
 
+/* Instances a test started, and MariaDB stopped by one: a test that fails
+ * half-way leaves neither behind for the tests after this group. */
+#define MAX_STARTED 8
+static int started[MAX_STARTED];
+static int mysql_stopped;
+
 static int group_teardown(void **state)
 {
+    for (int i = 0; i < MAX_STARTED; i++)
+        if (started[i] > 0)
+            it_stop_pid(started[i]);
+    if (mysql_stopped)
+        it_stack("start", "mysql");
     int a = it_stack("start", "inventory-1"), b = it_stack("start", "inventory-2");
     return a == 0 && b == 0 ? 0 : -1;
+}
+
+/* it_stop_pid of an instance start_inst started. */
+static void stop_inst(int pid)
+{
+    for (int i = 0; i < MAX_STARTED; i++)
+        if (started[i] == pid)
+            started[i] = 0;
+    it_stop_pid(pid);
 }
 
 /* One instance of ours on port base+off with extra environment and flags;
@@ -71,6 +91,11 @@ static int start_inst(const char *name, int off, const char *const *env,
         it_kill(pid, SIGKILL, 2000);
         fail_msg("%s did not come up", name);
     }
+    for (int i = 0; i < MAX_STARTED; i++)
+        if (started[i] <= 0) {
+            started[i] = pid;
+            break;
+        }
     return pid;
 }
 
@@ -204,7 +229,7 @@ static void test_undo_after_flusher_mark(void **state)
     long long ledger_units = it_sql_value(q);
     print_message("then %d more sold; ledger %lld units of 10, MySQL %lld, Redis %lld\n", sold,
                   ledger_units, mysql_stock(sku), redis_stock(sku));
-    it_stop_pid(pid);
+    stop_inst(pid);
     assert_int_equal(st, 503);
     assert_int_equal(rs, ms);
     assert_int_equal(rows, undone ? 0 : 1);
@@ -234,8 +259,8 @@ static void test_repeat_while_first_waits_for_replicas(void **state)
     print_message("first (replicas_ack 1): %ld %s\nrepeat while it waited: %ld %s\n"
                   "ledger rows %lld, Redis %lld, MySQL %lld\n", first.status, first.answer, st,
                   answer, rows, rs, ms);
-    it_stop_pid(pa);
-    it_stop_pid(pb);
+    stop_inst(pa);
+    stop_inst(pb);
     assert_int_equal(first.status, 503);
     /* an order answered 200 is sold */
     if (st == 200)
@@ -271,8 +296,8 @@ static void test_reload_races_flush(void **state)
     long long rs = redis_stock(sku), ms = mysql_stock(sku);
     print_message("sale after the reload: %ld %s\nafter the flush: Redis %lld, MySQL %lld\n",
                   st, answer, rs, ms);
-    it_stop_pid(pf);
-    it_stop_pid(pr);
+    stop_inst(pf);
+    stop_inst(pr);
     assert_int_equal(st, 200);
     assert_non_null(strstr(answer, "\"remaining\":6"));
     assert_int_equal(rs, 6);
@@ -298,7 +323,7 @@ static void test_repeat_of_released_order_after_ttl(void **state)
     long long rs = redis_stock(sku), ms = mysql_stock(sku);
     print_message("repeat of the released order: %ld %s\nRedis %lld, MySQL %lld\n", st, answer,
                   rs, ms);
-    it_stop_pid(pid);
+    stop_inst(pid);
     assert_int_equal(ms, 10);
     assert_int_equal(rs, ms);
     assert_int_equal(st, 200);
@@ -320,14 +345,16 @@ static void test_repeat_of_released_order_mysql_down(void **state)
     snprintf(rel, sizeof(rel), "%s/inventory/release", url);
     assert_int_equal(it_status("POST", rel, "{\"order_id\":\"ts-reldown-1\"}"), 200);
     nap_ms(1500);
+    mysql_stopped = 1;
     assert_int_equal(it_stack("stop", "mysql"), 0);
     long st = sell(url, sku, "redis-stream", "ts-reldown-1", "", answer, sizeof(answer));
     assert_int_equal(it_stack("start", "mysql"), 0);
+    mysql_stopped = 0;
     drain(sku);
     long long rs = redis_stock(sku), ms = mysql_stock(sku);
     print_message("repeat with MariaDB stopped: %ld %s\nRedis %lld, MySQL %lld\n", st, answer,
                   rs, ms);
-    it_stop_pid(pid);
+    stop_inst(pid);
     assert_int_equal(ms, 10);
     assert_int_equal(rs, ms);
 }
@@ -346,7 +373,7 @@ static void test_repeat_of_other_guards_order(void **state)
     long long rs = redis_stock(sku), ms = mysql_stock(sku);
     print_message("repeat under redis-stream of a `none` sale: %ld %s\nRedis %lld, MySQL %lld\n",
                   st, answer, rs, ms);
-    it_stop_pid(pid);
+    stop_inst(pid);
     assert_int_equal(st, 200);
     assert_non_null(strstr(answer, "\"duplicate\":true"));
     assert_non_null(strstr(answer, "\"guard\":\"none\""));
