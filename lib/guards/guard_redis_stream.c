@@ -1,8 +1,8 @@
 /* Guard `redis-stream` (write-behind, the seeds' kv + MQ scheme): one Lua
  * script refuses a repeated order_id, checks and decrements the Redis stock
  * and appends the sale to a Redis stream, atomically; the client is
- * answered as soon as Redis has it. Before it, one ledger read by order_id
- * answers repeats Redis cannot know (another guard's sale, one Redis
+ * answered as soon as Redis has it. Before it, one ledger read (for a
+ * script call's sales) answers repeats Redis cannot know (another guard's sale, one Redis
  * forgot); no MySQL write on the request path: a flusher thread in every
  * instance (stream_flusher.h) writes the stream to MySQL in batches. Redis is the system of record until then, hence its append-only
  * file (deploy/local/stack). When Redis has lost the stock (no AOF, a
@@ -19,6 +19,7 @@
 #include "stock/keys.h"
 #include "stock/store.h"
 #include "stock/txn.h"
+#include "guards/core/stream_batch.h"
 #include "guards/core/stream_flusher.h"
 #include "guards/core/stream_scripts.h"
 #include "guards/core/stream_side.h"
@@ -144,45 +145,6 @@ static int fill_state(const char *sku, long long stock, int segments, struct rre
              "paused for the reload's reads; retry" : "no MySQL connection to reload %.64s",
              sku);
     return -1;
-}
-
-/* The ledger lookup on the request path: after a failure it is skipped
- * (the sale goes on from Redis alone) and one request per
- * LEDGER_RETRY_MS tries MySQL again while the others keep skipping. */
-#define LEDGER_RETRY_MS 1000
-static atomic_llong ledger_skip_until;   /* util_now() ms; 0: MySQL answers */
-
-/* A repeat of an order the ledger holds (sold by any guard, flushed by
- * ours, released or not): 1 with res answered as every guard answers it
- * (the first sale with "duplicate", or order_id_conflict), nothing taken.
- * 0 when the ledger has no row, or MySQL could not be asked: the sale goes
- * on from Redis alone, as write-behind does with MySQL down; should its
- * order_id turn out to be in the ledger, the flusher gives its unit back
- * (stream_batch.c same_sale). */
-static int ledger_repeat(const struct deduct_req *req, struct deduct_res *res)
-{
-    long long now = (long long)(util_now() * 1000.0);
-    long long until = atomic_load(&ledger_skip_until);
-    if (until > 0) {
-        /* Reserve the probe: MySQL's timeouts at most, then skip again. */
-        long long probe_ms = 3 * (db_conf ? db_conf->timeout_ms : 0) + LEDGER_RETRY_MS;
-        if (now < until ||
-            !atomic_compare_exchange_strong(&ledger_skip_until, &until, now + probe_ms))
-            return 0;
-    }
-    struct db_conn *db = db_conf ? db_thread_conn(db_conf) : NULL;
-    struct ledger_row row;
-    int rc = db && db->my ? store_ledger_get(db, req->order_id, 0, &row) : DB_EUNAVAIL;
-    if (rc < 0) {
-        atomic_store(&ledger_skip_until, (long long)(util_now() * 1000.0) + LEDGER_RETRY_MS);
-        return 0;
-    }
-    if (until > 0)
-        atomic_store(&ledger_skip_until, 0);
-    if (rc == 0)
-        return 0;
-    stock_fill_duplicate(&row, req, res);
-    return 1;
 }
 
 /* The reply of the sale script into res. Returns 1 when Redis lost the
@@ -335,6 +297,7 @@ static struct coalescer sales_group = COALESCER_INIT;
 struct group_sale {
     const struct deduct_env *env;
     int lost;                  /* the script found the stock lost (-2) */
+    int answered;              /* a repeat the ledger answered: not sold */
 };
 
 #define GROUP_KEYS_FIXED 6
@@ -460,26 +423,90 @@ out:
     free(hold);
 }
 
-/* One sale through its SKU's group (sales with replicas_ack group apart:
+/* The ledger lookup on the request path: after a failure it is skipped
+ * (the sales go on from Redis alone) and one group per LEDGER_RETRY_MS
+ * tries MySQL again while the others keep skipping. */
+#define LEDGER_RETRY_MS 1000
+static atomic_llong ledger_skip_until;   /* util_now() ms; 0: MySQL answers */
+
+/* Members of the group whose order_id the ledger holds (sold by any guard,
+ * flushed by ours, released or not): answered as every guard answers a
+ * repeat (the first sale with "duplicate", or order_id_conflict), nothing
+ * taken, and marked answered. One statement for the group. When MySQL
+ * cannot be asked, nobody is answered: the sales go on from Redis alone,
+ * as write-behind does with MySQL down; should an order_id turn out to be
+ * in the ledger, the flusher gives its unit back (stream_batch.c
+ * same_sale). */
+static void ledger_repeats(struct coal_member *const *m, int n)
+{
+    long long now = (long long)(util_now() * 1000.0);
+    long long until = atomic_load(&ledger_skip_until);
+    if (until > 0) {
+        /* Reserve the probe: MySQL's timeouts at most, then skip again. */
+        long long probe_ms = 3 * (db_conf ? db_conf->timeout_ms : 0) + LEDGER_RETRY_MS;
+        if (now < until ||
+            !atomic_compare_exchange_strong(&ledger_skip_until, &until, now + probe_ms))
+            return;
+    }
+    struct db_conn *db = db_conf ? db_thread_conn(db_conf) : NULL;
+    const char **ids = malloc((size_t)n * sizeof(*ids));
+    struct ledger_row *rows = malloc((size_t)n * sizeof(*rows));
+    int *found = calloc((size_t)n, sizeof(*found));
+    long long rc = DB_ERR;
+    if (ids && rows && found && db && db->my) {
+        for (int i = 0; i < n; i++)
+            ids[i] = m[i]->req->order_id;
+        rc = sbatch_ledger_find(db, ids, n, rows, found);
+    }
+    if (rc < 0)
+        atomic_store(&ledger_skip_until, (long long)(util_now() * 1000.0) + LEDGER_RETRY_MS);
+    else if (until > 0)
+        atomic_store(&ledger_skip_until, 0);
+    for (int i = 0; rc > 0 && i < n; i++) {
+        if (!found[i])
+            continue;
+        stock_fill_duplicate(&rows[i], m[i]->req, m[i]->res);
+        ((struct group_sale *)m[i]->arg)->answered = 1;
+    }
+    free(ids);
+    free(rows);
+    free(found);
+}
+
+/* coal_run_fn: the group's repeats of orders in the ledger answered from
+ * it, the other sales sold by one script call (sell_group). */
+static void sell_group_checked(struct coal_member *const *m, int n, void *ctx)
+{
+    ledger_repeats(m, n);
+    struct coal_member **rest = malloc((size_t)n * sizeof(*rest));
+    int k = 0;
+    for (int i = 0; rest && i < n; i++)
+        if (!((struct group_sale *)m[i]->arg)->answered)
+            rest[k++] = m[i];
+    if (!rest)
+        sell_group(m, n, ctx);   /* out of memory: the script decides all */
+    else if (k > 0)
+        sell_group(rest, k, ctx);
+    free(rest);
+}
+
+/* One sale through its SKU's group, the ledger's check for repeats
+ * included (sales with replicas_ack group apart:
  * they wait for the WAIT). Returns 1 when Redis lost the stock, else 0
  * with res filled. */
 static int sell_grouped(const struct deduct_env *env, const struct deduct_req *req,
                         struct deduct_res *res)
 {
-    struct group_sale g = {env, 0};
+    struct group_sale g = {env, 0, 0};
     char key[COAL_KEY_MAX];
     snprintf(key, sizeof(key), "%s%s", req->sku, acks_of(req) > 0 ? "\n+ack" : "");
-    coal_submit(&sales_group, key, req, res, &g, sell_group, NULL);
+    coal_submit(&sales_group, key, req, res, &g, sell_group_checked, NULL);
     return g.lost;
 }
 
 static int stream_deduct(const struct guard *self, const struct deduct_env *env,
                          const struct deduct_req *req, struct deduct_res *res)
 {
-    /* Idempotency across guards: a sale of another guard (or ours, once
-     * Redis forgot it) is only in the ledger. */
-    if (ledger_repeat(req, res))
-        return 0;
     if (!sell_grouped(env, req, res))
         return 0;
     /* Redis lost the stock: the reconciliation reads MySQL, with this
