@@ -175,10 +175,11 @@ struct guard {
      * /metrics renders. */
     void (*export_metrics)(void);
 
-    /* 1: deduct answers from the guard's own backend alone (write-behind,
-     * redis-stream) and checks order_id there itself; the entry point then
-     * skips the ledger read and the session setup, and env->db may be
-     * NULL: no MySQL round trip on the request path. */
+    /* 1: deduct answers from the guard's own backend (write-behind,
+     * redis-stream) and checks order_id itself (its own ledger read, which
+     * it skips while MySQL fails); the entry point then skips the ledger
+     * read and the session setup, and env->db may be NULL: no MySQL write
+     * on the request path, and MySQL down does not stop its sales. */
     int no_mysql_deduct;
     /* Optional: sales of sku answered but not yet in MySQL (write-behind):
      * *entries sales, *units units. Returns 0, or -1 when the backend

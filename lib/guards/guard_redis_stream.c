@@ -1,28 +1,34 @@
 /* Guard `redis-stream` (write-behind, the seeds' kv + MQ scheme): one Lua
  * script refuses a repeated order_id, checks and decrements the Redis stock
  * and appends the sale to a Redis stream, atomically; the client is
- * answered as soon as Redis has it. No MySQL on the request path: a flusher
- * thread in every instance (stream_flusher.h) writes the stream to MySQL in
- * batches. Redis is the system of record until then, hence its append-only
+ * answered as soon as Redis has it. Before it, one ledger read (for a
+ * script call's sales) answers repeats Redis cannot know (another guard's sale, one Redis
+ * forgot); no MySQL write on the request path: a flusher thread in every
+ * instance (stream_flusher.h) writes the stream to MySQL in batches. Redis is the system of record until then, hence its append-only
  * file (deploy/local/stack). When Redis has lost the stock (no AOF, a
  * FLUSHALL), sales wait for a reconciliation (redis_reconcile.h). */
 #include "guard.h"
 
 #include "base/db.h"
 #include "base/metrics.h"
+#include "base/util.h"
 #include "guards/core/coalesce.h"
 #include "guards/core/lock_fields.h"
 #include "guards/core/redis_reconcile.h"
 #include "guards/core/redis_shared.h"
 #include "stock/keys.h"
+#include "stock/store.h"
+#include "stock/txn.h"
+#include "guards/core/stream_batch.h"
 #include "guards/core/stream_flusher.h"
 #include "guards/core/stream_scripts.h"
+#include "guards/core/stream_side.h"
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/time.h>
 
 #define GUARD_NAME "redis-stream"
 /* replicas_ack: how long past the WAIT an entry stays deferred for the
@@ -77,28 +83,74 @@ static void rrec_keys(struct rrec *k, const char *sku)
     keys_sstock_reconcile(k->marker, sku);
 }
 
-static long long hash_num(const char *hash, const char *field, char *err, size_t errlen);
+/* A reload's snapshot: tries, and the nap between them (as the audit's:
+ * a flush commits within milliseconds). */
+#define RELOAD_TRIES 100
+#define RELOAD_NAP_MS 2
 
 /* A reload after Redis lost the stock: MySQL's stock less the sales still
- * queued for it (none when the whole Redis was lost). */
+ * queued for it (none when the whole Redis was lost). The two are read as
+ * one snapshot, as the audit reads them: flushes held off (the audit's
+ * hold), the queue read before and after MySQL, and the pair kept only
+ * when no flush could commit in between (the flush counter did not move,
+ * no flusher was marked). Read apart, a flush committing between them
+ * counts its units twice: MySQL without them, less a queue without them.
+ * So MySQL is read here again; rrec_recover's `stock` is not used. */
 static int fill_state(const char *sku, long long stock, int segments, struct rrec_state *s,
                       struct deduct_res *res)
 {
-    char err[128];
-    long long queued = hash_num(KEYS_SALES_PENDING_UNITS, sku, err, sizeof(err));
-    if (queued < 0) {
-        res->outcome = DEDUCT_UNAVAILABLE;
-        snprintf(res->detail, sizeof(res->detail), "Redis unavailable: %.100s", err);
-        return -1;
+    (void)stock;
+    (void)segments;
+    struct db_conn *db = db_conf ? db_thread_conn(db_conf) : NULL;
+    for (int t = 0; db && t < RELOAD_TRIES; t++) {
+        if (t > 0)
+            util_sleep_ms(RELOAD_NAP_MS);
+        int held = sside_freeze(redis, 1);
+        if (held == 0)
+            continue;   /* a flusher is committing */
+        struct guard_side before, after;
+        long long mysql = 0, version, initial;
+        int nseg, found = 0, rb = sside_read(redis, sku, &before), ra = -1;
+        if (rb == 0)
+            found = store_info(db, sku, &mysql, &version, &initial, &nseg);
+        if (found > 0) {
+            sflush_test_pause("LAB_TEST_STREAM_RELOAD_PAUSE_MS");
+            ra = sside_read(redis, sku, &after);
+        }
+        if (held > 0)
+            sside_freeze(redis, 0);
+        if (rb != 0 || (found > 0 && ra != 0)) {
+            res->outcome = DEDUCT_UNAVAILABLE;
+            snprintf(res->detail, sizeof(res->detail),
+                     "Redis unavailable while reloading the redis-stream stock of %.64s", sku);
+            return -1;
+        }
+        if (found <= 0) {
+            if (found < 0)
+                stock_db_failure(db, found, res);
+            else
+                res->outcome = DEDUCT_UNKNOWN_SKU;
+            return -1;
+        }
+        if (before.flushing || after.flushing || before.flush_seq != after.flush_seq)
+            continue;   /* a flush may have committed between the reads */
+        long long queued = after.pending_units;
+        s->n = 1;
+        keys_sstock(s->keys[0], sku);
+        snprintf(s->vals[0], sizeof(s->vals[0]), "%lld", mysql > queued ? mysql - queued : 0);
+        return 0;
     }
-    s->n = 1;
-    keys_sstock(s->keys[0], sku);
-    snprintf(s->vals[0], sizeof(s->vals[0]), "%lld", stock > queued ? stock - queued : 0);
-    return 0;
+    res->outcome = DEDUCT_UNAVAILABLE;
+    snprintf(res->detail, sizeof(res->detail), db ? "the redis-stream flushes of %.64s never "
+             "paused for the reload's reads; retry" : "no MySQL connection to reload %.64s",
+             sku);
+    return -1;
 }
 
 /* The reply of the sale script into res. Returns 1 when Redis lost the
- * stock (-2), else 0. */
+ * stock (-2), else 0. A repeat while its first sale waits for replicas
+ * (-5) is 503 order_in_progress: a 200 then could name a sale its undo
+ * takes back. */
 static int sale_reply(const redisReply *r, const struct deduct_req *req, struct deduct_res *res)
 {
     long long code = r->type == REDIS_REPLY_ARRAY && r->elements >= 1 &&
@@ -124,6 +176,11 @@ static int sale_reply(const redisReply *r, const struct deduct_req *req, struct 
         res->outcome = DEDUCT_ORDER_CONFLICT;
         snprintf(res->detail, sizeof(res->detail),
                  "order_id already names another sale (%s of %.64s)", b->str, a->str);
+    } else if (code == -5) {
+        res->outcome = DEDUCT_IN_PROGRESS;
+        snprintf(res->detail, sizeof(res->detail),
+                 "the first sale of this order_id still waits for its replicas (replicas_ack) "
+                 "and may yet be undone: nothing changed; repeat it to learn which");
     } else {
         res->outcome = DEDUCT_INTERNAL;
         snprintf(res->detail, sizeof(res->detail), "unexpected reply from the sale script");
@@ -167,6 +224,7 @@ static int undo_sale(const struct deduct_req *req, const char *id, long long ack
     keys_sstock(stock, req->sku);
     keys_sorder(order, req->order_id);
     snprintf(qty, sizeof(qty), "%ld", req->qty);
+    sflush_test_pause("LAB_TEST_STREAM_UNDO_PAUSE_MS");
     const char *argv[11] = {stock, order, KEYS_SALES_STREAM, KEYS_SALES_PENDING,
                             KEYS_SALES_PENDING_UNITS, KEYS_SALES_UNACKED, KEYS_SALES_CANCELLED,
                             id, req->sku, qty, KEYS_SALES_GROUP};
@@ -239,6 +297,7 @@ static struct coalescer sales_group = COALESCER_INIT;
 struct group_sale {
     const struct deduct_env *env;
     int lost;                  /* the script found the stock lost (-2) */
+    int answered;              /* a repeat the ledger answered: not sold */
 };
 
 #define GROUP_KEYS_FIXED 6
@@ -364,16 +423,84 @@ out:
     free(hold);
 }
 
-/* One sale through its SKU's group (sales with replicas_ack group apart:
+/* The ledger lookup on the request path: after a failure it is skipped
+ * (the sales go on from Redis alone) and one group per LEDGER_RETRY_MS
+ * tries MySQL again while the others keep skipping. */
+#define LEDGER_RETRY_MS 1000
+static atomic_llong ledger_skip_until;   /* util_now() ms; 0: MySQL answers */
+
+/* Members of the group whose order_id the ledger holds (sold by any guard,
+ * flushed by ours, released or not): answered as every guard answers a
+ * repeat (the first sale with "duplicate", or order_id_conflict), nothing
+ * taken, and marked answered. One statement for the group. When MySQL
+ * cannot be asked, nobody is answered: the sales go on from Redis alone,
+ * as write-behind does with MySQL down; should an order_id turn out to be
+ * in the ledger, the flusher gives its unit back (stream_batch.c
+ * same_sale). */
+static void ledger_repeats(struct coal_member *const *m, int n)
+{
+    long long now = (long long)(util_now() * 1000.0);
+    long long until = atomic_load(&ledger_skip_until);
+    if (until > 0) {
+        /* Reserve the probe: MySQL's timeouts at most, then skip again. */
+        long long probe_ms = 3 * (db_conf ? db_conf->timeout_ms : 0) + LEDGER_RETRY_MS;
+        if (now < until ||
+            !atomic_compare_exchange_strong(&ledger_skip_until, &until, now + probe_ms))
+            return;
+    }
+    struct db_conn *db = db_conf ? db_thread_conn(db_conf) : NULL;
+    const char **ids = malloc((size_t)n * sizeof(*ids));
+    struct ledger_row *rows = malloc((size_t)n * sizeof(*rows));
+    int *found = calloc((size_t)n, sizeof(*found));
+    long long rc = DB_ERR;
+    if (ids && rows && found && db && db->my) {
+        for (int i = 0; i < n; i++)
+            ids[i] = m[i]->req->order_id;
+        rc = sbatch_ledger_find(db, ids, n, rows, found);
+    }
+    if (rc < 0)
+        atomic_store(&ledger_skip_until, (long long)(util_now() * 1000.0) + LEDGER_RETRY_MS);
+    else if (until > 0)
+        atomic_store(&ledger_skip_until, 0);
+    for (int i = 0; rc > 0 && i < n; i++) {
+        if (!found[i])
+            continue;
+        stock_fill_duplicate(&rows[i], m[i]->req, m[i]->res);
+        ((struct group_sale *)m[i]->arg)->answered = 1;
+    }
+    free(ids);
+    free(rows);
+    free(found);
+}
+
+/* coal_run_fn: the group's repeats of orders in the ledger answered from
+ * it, the other sales sold by one script call (sell_group). */
+static void sell_group_checked(struct coal_member *const *m, int n, void *ctx)
+{
+    ledger_repeats(m, n);
+    struct coal_member **rest = malloc((size_t)n * sizeof(*rest));
+    int k = 0;
+    for (int i = 0; rest && i < n; i++)
+        if (!((struct group_sale *)m[i]->arg)->answered)
+            rest[k++] = m[i];
+    if (!rest)
+        sell_group(m, n, ctx);   /* out of memory: the script decides all */
+    else if (k > 0)
+        sell_group(rest, k, ctx);
+    free(rest);
+}
+
+/* One sale through its SKU's group, the ledger's check for repeats
+ * included (sales with replicas_ack group apart:
  * they wait for the WAIT). Returns 1 when Redis lost the stock, else 0
  * with res filled. */
 static int sell_grouped(const struct deduct_env *env, const struct deduct_req *req,
                         struct deduct_res *res)
 {
-    struct group_sale g = {env, 0};
+    struct group_sale g = {env, 0, 0};
     char key[COAL_KEY_MAX];
     snprintf(key, sizeof(key), "%s%s", req->sku, acks_of(req) > 0 ? "\n+ack" : "");
-    coal_submit(&sales_group, key, req, res, &g, sell_group, NULL);
+    coal_submit(&sales_group, key, req, res, &g, sell_group_checked, NULL);
     return g.lost;
 }
 
@@ -438,156 +565,32 @@ static int stream_release(const struct guard *self, const struct deduct_env *env
                                                                                            : 0;
 }
 
-/* HGET hash field as a number (0 when absent); -1 with err. */
-static long long hash_num(const char *hash, const char *field, char *err, size_t errlen)
-{
-    const char *argv[3] = {"HGET", hash, field};
-    redisReply *r = rconn_cmd_argv(redis->pool, err, errlen, 3, argv);
-    if (!r)
-        return -1;
-    long long v = r->type == REDIS_REPLY_STRING ? atoll(r->str) : 0;
-    freeReplyObject(r);
-    return v;
-}
-
 static int stream_pending(const struct guard *self, const char *sku, long long *entries,
                           long long *units)
 {
-    char err[128];
-    *entries = hash_num(KEYS_SALES_PENDING, sku, err, sizeof(err));
-    *units = *entries < 0 ? -1 : hash_num(KEYS_SALES_PENDING_UNITS, sku, err, sizeof(err));
-    if (*entries < 0 || *units < 0) {
-        *entries = *units = 0;
-        return -1;
-    }
-    return 0;
+    return sside_pending(redis, sku, entries, units);
 }
 
 static int stream_queued(const struct guard *self, const char *order_id)
 {
-    char key[KEYS_MAX], err[128];
-    keys_sorder(key, order_id);
-    const char *argv[2] = {key, KEYS_SALES_PENDING};
-    redisReply *r = rconn_eval(redis->pool, err, sizeof(err), &stream_queued_script, 2, 2,
-                               argv);
-    if (!r)
-        return -1;
-    int q = r->type == REDIS_REPLY_INTEGER && r->integer == 1;
-    freeReplyObject(r);
-    return q;
+    return sside_queued(redis, order_id);
 }
 
 static int stream_side(const struct guard *self, const char *sku, struct guard_side *out)
 {
-    char stock[KEYS_MAX], err[128];
-    keys_sstock(stock, sku);
-    const char *argv[6] = {stock, KEYS_SALES_PENDING, KEYS_SALES_PENDING_UNITS,
-                           KEYS_SALES_FLUSHING, KEYS_SALES_FLUSH_SEQ, sku};
-    redisReply *r = rconn_eval(redis->pool, err, sizeof(err), &stream_side_script, 5, 6, argv);
-    if (!r)
-        return -1;
-    int ok = r->type == REDIS_REPLY_ARRAY && r->elements == 6;
-    for (size_t i = 0; ok && i < 6; i++)
-        ok = r->element[i]->type == REDIS_REPLY_INTEGER;
-    if (ok) {
-        out->has_stock = r->element[0]->integer == 1;
-        out->stock = r->element[1]->integer;
-        out->pending = r->element[2]->integer;
-        out->pending_units = r->element[3]->integer;
-        out->flush_seq = r->element[4]->integer;
-        out->flushing = r->element[5]->integer > 0;
-    }
-    freeReplyObject(r);
-    return ok ? 0 : -1;
+    return sside_read(redis, sku, out);
 }
-
-static _Thread_local char hold_token[32];
 
 static int stream_freeze(const struct guard *self, int on)
 {
-    char err[128], ms[24];
-    redisReply *r;
-    if (on) {
-        snprintf(hold_token, sizeof(hold_token), "%08lx%08lx", (unsigned long)random(),
-                 (unsigned long)random());
-        snprintf(ms, sizeof(ms), "%d", SFLUSH_AUDIT_HOLD_MS);
-        const char *argv[4] = {KEYS_SALES_FLUSHING, KEYS_SALES_AUDIT_HOLD, hold_token, ms};
-        r = rconn_eval(redis->pool, err, sizeof(err), &stream_hold_script, 2, 4, argv);
-    } else {
-        const char *argv[2] = {KEYS_SALES_AUDIT_HOLD, hold_token};
-        r = rconn_eval(redis->pool, err, sizeof(err), &stream_unhold_script, 1, 2, argv);
-    }
-    if (!r)
-        return -1;
-    int rc = r->type == REDIS_REPLY_INTEGER ? (int)r->integer : -1;
-    freeReplyObject(r);
-    return on ? rc : 1;
-}
-
-static void add_fact(struct guard_facts *out, const char *name, long long v)
-{
-    if (out->n >= GUARD_FACTS_MAX)
-        return;
-    struct guard_fact *f = &out->fact[out->n++];
-    f->name = name;
-    f->is_list = 0;
-    f->n = 1;
-    f->values[0] = v;
-}
-
-/* The age of the stream's oldest entry (ms), 0 when empty, -1 with err.
- * Flushed entries are deleted, so the first one left is the oldest sale
- * not yet in MySQL. */
-static long long oldest_age_ms(char *err, size_t errlen)
-{
-    const char *argv[6] = {"XRANGE", KEYS_SALES_STREAM, "-", "+", "COUNT", "1"};
-    redisReply *r = rconn_cmd_argv(redis->pool, err, errlen, 6, argv);
-    if (!r)
-        return -1;
-    long long age = 0;
-    if (r->type == REDIS_REPLY_ARRAY && r->elements == 1 &&
-        r->element[0]->type == REDIS_REPLY_ARRAY && r->element[0]->elements >= 1 &&
-        r->element[0]->element[0]->type == REDIS_REPLY_STRING) {
-        struct timeval tv;
-        gettimeofday(&tv, NULL);
-        long long now = (long long)tv.tv_sec * 1000 + tv.tv_usec / 1000;
-        age = now - atoll(r->element[0]->element[0]->str);
-        if (age < 0)
-            age = 0;
-    }
-    freeReplyObject(r);
-    return age;
+    return sside_freeze(redis, on);
 }
 
 static int stream_describe(const struct guard *self, const char *sku, struct guard_facts *out)
 {
     struct rrec k;
-    char err[128];
-    long left;
     rrec_keys(&k, sku);
-    int st = rrec_status(&k, &left, err, sizeof(err));
-    if (st < 0)
-        return -1;
-    if (st == 0) {
-        add_fact(out, "stream_stock_reconciling_ms", left);
-    } else {
-        const char *argv[2] = {"GET", k.state};
-        redisReply *r = rconn_cmd_argv(redis->pool, err, sizeof(err), 2, argv);
-        if (!r)
-            return -1;
-        if (r->type == REDIS_REPLY_STRING)
-            add_fact(out, "stream_stock", atoll(r->str));
-        freeReplyObject(r);
-    }
-    long long e, u;
-    if (stream_pending(self, sku, &e, &u) != 0)
-        return -1;
-    add_fact(out, "stream_pending", e);
-    add_fact(out, "stream_pending_units", u);
-    long long age = oldest_age_ms(err, sizeof(err));
-    if (age >= 0)
-        add_fact(out, "stream_lag_ms", age);
-    return 0;
+    return sside_describe(redis, &k, sku, out);
 }
 
 static int stream_init(const struct guard *self, const struct guard_backends *b, char *err,

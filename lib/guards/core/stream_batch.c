@@ -35,23 +35,28 @@ static char *rows_json(const struct sale *sales, int n, int *nvalid)
 
 /* 1 when the ledger row of s->order_id is this very sale written before (a
  * lost COMMIT reply, a claim of a batch its first flusher had committed):
- * same guard, SKU, quantity, instance and remaining stock. 0 when it is
- * another sale under that order_id -- the first sale of a repeat whose
- * order memory had expired, or was of an older epoch, or was sold by
- * another guard: then Redis took a unit MySQL never will. Negative DB_E*
- * on failure. */
+ * same guard, SKU, quantity, instance and remaining stock, and not
+ * released. 0 when it is another sale under that order_id -- the first
+ * sale of a repeat whose order memory had expired, or was of an older
+ * epoch, or was sold by another guard: then Redis took a unit MySQL never
+ * will. A released row is never this sale written before: a release waits
+ * until the sale's entry is flushed and acknowledged (guard.h `queued`),
+ * so no replay of it follows; and a repeat of it after the order memory
+ * expired sells with the remaining stock the first sale had (the release
+ * gave that unit back). Negative DB_E* on failure. */
 static long long same_sale(struct db_conn *db, const struct sale *s)
 {
     char guard[33] = "", sku[STOCK_SKU_MAX + 1] = "", inst[65] = "";
-    long long qty = 0, rem = 0;
-    long long n = db_run(db, "SELECT guard, sku, qty, remaining, instance FROM ledger "
-                             "WHERE order_id=?", "s", "sslls", s->order_id,
+    long long qty = 0, rem = 0, released = 0;
+    long long n = db_run(db, "SELECT guard, sku, qty, remaining, instance, released FROM ledger "
+                             "WHERE order_id=?", "s", "ssllsl", s->order_id,
                          guard, sizeof(guard), sku, sizeof(sku), &qty, &rem, inst,
-                         sizeof(inst));
+                         sizeof(inst), &released);
     if (n < 0)
         return n;
     return n > 0 && strcmp(guard, GUARD_NAME) == 0 && strcmp(sku, s->sku) == 0 &&
-           qty == s->qty && rem == s->remaining && strcmp(inst, s->instance) == 0;
+           qty == s->qty && rem == s->remaining && strcmp(inst, s->instance) == 0 &&
+           released == 0;
 }
 
 /* The ledger rows of the batch, in the open transaction. Usually one
@@ -132,6 +137,66 @@ long long sbatch_update_stock(struct db_conn *db, const struct sale *sales, int 
             return n;
     }
     return 0;
+}
+
+long long sbatch_ledger_find(struct db_conn *db, const char *const *order_ids, int n,
+                            struct ledger_row *rows, int *found)
+{
+    json_t *ids = json_array();
+    for (int i = 0; ids && i < n; i++)
+        if (json_array_append_new(ids, json_string(order_ids[i])) != 0) {
+            json_decref(ids);
+            ids = NULL;
+        }
+    char *txt = ids ? json_dumps(ids, JSON_COMPACT) : NULL;
+    json_decref(ids);
+    /* A row is at most ~300 bytes of JSON; a group has n sales. */
+    size_t cap = (size_t)n * 400 + 64;
+    char *out = txt ? malloc(cap) : NULL;
+    if (!out) {
+        free(txt);
+        return DB_ERR;
+    }
+    /* One statement for the group: the ids travel as one JSON parameter,
+     * the rows come back as one JSON array (the unique key finds each). */
+    long long rc = db_run(db, "SELECT COALESCE(JSON_ARRAYAGG(JSON_ARRAY(l.order_id, l.sku, "
+                              "l.qty, l.remaining, l.guard, l.instance)), '[]') FROM ledger l "
+                              "WHERE l.order_id IN (SELECT j.o COLLATE ascii_bin FROM "
+                              "JSON_TABLE(?, '$[*]' COLUMNS (o VARCHAR(64) CHARACTER SET ascii "
+                              "PATH '$')) AS j)", "s", "s", txt, out, cap);
+    free(txt);
+    json_t *all = rc > 0 ? json_loads(out, 0, NULL) : NULL;
+    free(out);
+    if (rc < 0)
+        return rc;
+    if (!json_is_array(all)) {   /* cut short by the buffer, or not JSON */
+        json_decref(all);
+        return DB_ERR;
+    }
+    long long nfound = 0;
+    size_t k;
+    json_t *row;
+    json_array_foreach(all, k, row) {
+        const char *oid, *sku, *guard, *inst;
+        json_int_t qty, rem;
+        if (json_unpack(row, "[s,s,I,I,s,s]", &oid, &sku, &qty, &rem, &guard, &inst) != 0)
+            continue;
+        for (int i = 0; i < n; i++) {
+            if (strcmp(order_ids[i], oid) != 0)
+                continue;
+            struct ledger_row *r = &rows[i];
+            memset(r, 0, sizeof(*r));
+            snprintf(r->sku, sizeof(r->sku), "%s", sku);
+            snprintf(r->guard, sizeof(r->guard), "%s", guard);
+            snprintf(r->instance, sizeof(r->instance), "%s", inst);
+            r->qty = qty;
+            r->remaining = rem;
+            found[i] = 1;
+            nfound++;
+        }
+    }
+    json_decref(all);
+    return nfound;
 }
 
 /* Keep at most SKUS_MAX distinct SKUs in the batch; the rest stay pending

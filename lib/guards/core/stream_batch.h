@@ -37,6 +37,13 @@ long long sbatch_insert_rows(struct db_conn *db, struct sale *sales, int nsales,
  * 0 (each floored update adds 1 to *floored). 0 or a negative DB_E*. */
 long long sbatch_update_stock(struct db_conn *db, const struct sale *sales, int nsales,
                             unsigned long long *floored);
+/* The ledger rows of order_ids[0..n) in one statement (the request path's
+ * check for repeats Redis cannot know): found[i] = 1 and rows[i] filled
+ * (sku, qty, remaining, guard, instance) for each that has one; found[]
+ * is not cleared first. Returns how many were found, or a negative DB_E*
+ * code (DB_ERR also for an answer that could not be read). */
+long long sbatch_ledger_find(struct db_conn *db, const char *const *order_ids, int n,
+                            struct ledger_row *rows, int *found);
 /* Keep at most SKUS_MAX distinct SKUs (whole entries only): lowers *nsales
  * and returns 1 when it cut, else 0. The rest stay pending in the
  * flusher's list and come back with its next read of its own entries. */

@@ -58,6 +58,21 @@ static long long wall_ms(void)
     return (long long)tv.tv_sec * 1000 + tv.tv_usec / 1000;
 }
 
+long sflush_test_pause_ms(const char *name)
+{
+    const char *v = getenv(name);
+    char *end;
+    long ms = v && *v ? strtol(v, &end, 10) : 0;
+    return ms > 0 && ms <= 60000 && !*end ? ms : 0;
+}
+
+void sflush_test_pause(const char *name)
+{
+    long ms = sflush_test_pause_ms(name);
+    if (ms > 0)
+        util_sleep_ms(ms);
+}
+
 /* Sleep up to ms, waking early when asked to stop. */
 static void nap(long ms)
 {
@@ -465,6 +480,11 @@ static long long write_batch(void)
         db_rollback(fl.db);
         return n;
     }
+    for (int i = 0; i < fl.n; i++)
+        if (fl.sales[i].valid) {   /* a batch with a sale to commit */
+            sflush_test_pause("LAB_TEST_STREAM_MARK_PAUSE_MS");
+            break;
+        }
     /* A lost COMMIT reply returns an error here: the batch is written
      * again, and the ledger's unique order_id makes that a no-op. */
     return db_commit(fl.db);

@@ -62,6 +62,17 @@ void sflush_stop(void);
  * sale as the instance that answered it. */
 const char *sflush_instance(void);
 
+/* Tests only: the pause set by the environment variable `name`, one of
+ * LAB_TEST_STREAM_MARK_PAUSE_MS (a flusher, between its pre-COMMIT mark
+ * and its COMMIT), LAB_TEST_STREAM_UNDO_PAUSE_MS (a replicas_ack sale,
+ * before its undo) and LAB_TEST_STREAM_RELOAD_PAUSE_MS (a reload of a lost
+ * stock key, between its MySQL read and its read of the queued units):
+ * 1..60000 ms, else 0 (unset: no pause). They hold one thread at a named
+ * point so a test can make the interleaving it checks. */
+long sflush_test_pause_ms(const char *name);
+/* Sleep that pause (nothing when 0). */
+void sflush_test_pause(const char *name);
+
 /* Mirror the flusher's counters into lib/base/metrics. */
 void sflush_export_metrics(void);
 

@@ -8,6 +8,30 @@
 
 #define GUARD_NAME "redis-stream"
 
+/* Lua: an order's memory (sorder:<order_id>) is "epoch\nsku\nqty\nremaining
+ * \ninstance", and with replicas_ack "\n<entry id>" more: parse_order(o)
+ * gives the six (entry "" without). waiting(unacked, entry): 1 while that
+ * sale still waits for its replicas (its undo may still take it back), so
+ * a repeat of it can be answered neither as sold nor as new. */
+#define STREAM_LUA_ORDER                                                          \
+    "local function parse_order(o) "                                              \
+    "  local oep, osku, oqty, orem, oinst = "                                     \
+    "    string.match(o, '^(.-)\\n(.-)\\n(.-)\\n(.-)\\n(.*)$') "                  \
+    "  local oent = '' "                                                          \
+    "  if oinst then "                                                            \
+    "    local a, b = string.match(oinst, '^(.-)\\n(.*)$') "                      \
+    "    if a then oinst, oent = a, b end "                                       \
+    "  end "                                                                      \
+    "  return oep, osku, oqty, orem, oinst, oent "                                \
+    "end "                                                                        \
+    "local function waiting(unacked, ent) "                                       \
+    "  if ent == '' then return false end "                                       \
+    "  local u = redis.call('ZSCORE', unacked, ent) "                             \
+    "  if not u then return false end "                                           \
+    "  local t = redis.call('TIME') "                                             \
+    "  return tonumber(u) > tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) " \
+    "end "
+
 /* KEYS[1] stock, [2] epoch, [3] order, [4] stream, [5] pending entries,
  * [6] pending units, [7] unacked entries; ARGV[1] sku, [2] order_id, [3]
  * qty, [4] instance, [5] order ttl ms, [6] ms the sale may wait for its
@@ -16,23 +40,25 @@
  * id} sold; {-1, stock} not enough; {-2} the stock is missing (Redis
  * lost it, or it is of an older generation: dropped, see RREC_LUA_GEN);
  * {-3, remaining, instance} a repeat of the order's first sale; {-4,
- * sku, qty} the order_id names another sale.
+ * sku, qty} the order_id names another sale; {-5} a repeat while the
+ * first sale still waits for its replicas (it may yet be undone).
  * A remembered order of an older epoch (its SKU was reseeded since, which
  * wiped its ledger) does not count, as in MySQL. */
 struct rconn_script stream_sale_script = RCONN_SCRIPT(
     RREC_LUA_GEN
+    STREAM_LUA_ORDER
     "local q = tonumber(ARGV[3]) "
     "local ep = redis.call('GET', KEYS[2]) or '' "
     "local o = redis.call('GET', KEYS[3]) "
     "if o then "
-    "  local oep, osku, oqty, orem, oinst = "
-    "    string.match(o, '^(.-)\\n(.-)\\n(.-)\\n(.-)\\n(.*)$') "
+    "  local oep, osku, oqty, orem, oinst, oent = parse_order(o) "
     "  local cur = ep "
     "  if osku and osku ~= ARGV[1] then "
     "    cur = redis.call('GET', 'sstock:{' .. osku .. '}:epoch') or '' "
     "  end "
     "  if osku and oep == cur then "
     "    if osku ~= ARGV[1] or tonumber(oqty) ~= q then return {-4, osku, oqty} end "
+    "    if waiting(KEYS[7], oent) then return {-5} end "
     "    return {-3, orem, oinst} "
     "  end "
     "end "
@@ -45,8 +71,10 @@ struct rconn_script stream_sale_script = RCONN_SCRIPT(
     "local ms = string.format('%.0f', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)) "
     "local id = redis.call('XADD', KEYS[4], '*', 's', ARGV[1], 'o', ARGV[2], 'q', ARGV[3], "
     "  'r', left, 'i', ARGV[4], 'g', '" GUARD_NAME "', 't', ms) "
+    "local ent = '' "
+    "if tonumber(ARGV[6]) > 0 then ent = '\\n' .. id end "
     "redis.call('SET', KEYS[3], ep .. '\\n' .. ARGV[1] .. '\\n' .. ARGV[3] .. '\\n' .. left "
-    "  .. '\\n' .. ARGV[4], 'PX', ARGV[5]) "
+    "  .. '\\n' .. ARGV[4] .. ent, 'PX', ARGV[5]) "
     "redis.call('HINCRBY', KEYS[5], ARGV[1], 1) "
     "redis.call('HINCRBY', KEYS[6], ARGV[1], q) "
     "if tonumber(ARGV[6]) > 0 then "
@@ -75,6 +103,7 @@ struct rconn_script stream_sale_script = RCONN_SCRIPT(
  * sale_script's (sales of one entry share its id). */
 struct rconn_script stream_group_script = RCONN_SCRIPT(
     RREC_LUA_GEN
+    STREAM_LUA_ORDER
     "local n = (#ARGV - 3) / 3 "
     "local ep = redis.call('GET', KEYS[2]) or '' "
     "local st, cur = 0, 0 "
@@ -93,14 +122,14 @@ struct rconn_script stream_group_script = RCONN_SCRIPT(
     "  local res = nil "
     "  local o = ords[i] "
     "  if o then "
-    "    local oep, osku, oqty, orem, oinst = "
-    "      string.match(o, '^(.-)\\n(.-)\\n(.-)\\n(.-)\\n(.*)$') "
+    "    local oep, osku, oqty, orem, oinst, oent = parse_order(o) "
     "    local oc = ep "
     "    if osku and osku ~= ARGV[1] then "
     "      oc = redis.call('GET', 'sstock:{' .. osku .. '}:epoch') or '' "
     "    end "
     "    if osku and oep == oc then "
     "      if osku ~= ARGV[1] or tonumber(oqty) ~= q then res = {-4, osku, oqty} "
+    "      elseif waiting(KEYS[6], oent) then res = {-5} "
     "      else res = {-3, orem, oinst} end "
     "    end "
     "  end "
@@ -108,6 +137,7 @@ struct rconn_script stream_group_script = RCONN_SCRIPT(
     "  if not res and sold[oid] then "
     "    local j = sold[oid] "
     "    if tonumber(ARGV[3 * j + 2]) ~= q then res = {-4, ARGV[1], ARGV[3 * j + 2]} "
+    "    elseif tonumber(ARGV[3 * j + 3]) > 0 then res = {-5} "
     "    else res = {-3, string.format('%d', out[j][1]), ARGV[2]} end "
     "  end "
     "  if not res then "
@@ -124,6 +154,7 @@ struct rconn_script stream_group_script = RCONN_SCRIPT(
     "      nu = nu + q "
     "      np = np + 1 "
     "      local rs = string.format('%d', cur) "
+    "      local ent = '' "
     "      if multi then "
     "        f[#f + 1] = 'o' f[#f + 1] = oid f[#f + 1] = 'q' f[#f + 1] = qs "
     "        f[#f + 1] = 'r' f[#f + 1] = rs "
@@ -132,12 +163,12 @@ struct rconn_script stream_group_script = RCONN_SCRIPT(
     "      else "
     "        local id = redis.call('XADD', KEYS[3], '*', 's', ARGV[1], 'o', oid, 'q', qs, "
     "          'r', rs, 'i', ARGV[2], 'g', '" GUARD_NAME "', 't', ms) "
-    "        if hold > 0 then redis.call('ZADD', KEYS[6], now + hold, id) end "
+    "        if hold > 0 then redis.call('ZADD', KEYS[6], now + hold, id) ent = '\\n' .. id end "
     "        res = {cur, id} "
     "      end "
     "      sold[oid] = i "
     "      redis.call('SET', okey, ep .. '\\n' .. ARGV[1] .. '\\n' .. qs .. '\\n' .. rs "
-    "        .. '\\n' .. ARGV[2], 'PX', ARGV[3]) "
+    "        .. '\\n' .. ARGV[2] .. ent, 'PX', ARGV[3]) "
     "    end "
     "  end "
     "  out[i] = res "
@@ -157,12 +188,20 @@ struct rconn_script stream_group_script = RCONN_SCRIPT(
 /* KEYS[1] stock, [2] order, [3] stream, [4] pending entries, [5] pending
  * units, [6] unacked entries, [7] cancelled entries; ARGV[1] entry id, [2]
  * sku, [3] qty, [4] group. Takes a sale back (replicas_ack not met): 1
- * undone; 0 it stands (its wait had run out: flushers may have written
- * it). While unacked no flusher commits it (stream_flusher.c mark_script
- * defers it, atomically with this): read by no flusher yet, it is
- * deleted; read by one, listed as cancelled, and that flusher drops it. */
+ * undone; 0 it stands (confirmed, or its wait had run out: flushers may
+ * have written it). While its wait runs no flusher commits it
+ * (stream_flusher.c mark_script defers it, atomically with this): read by
+ * no flusher yet, it is deleted; read by one, listed as cancelled, and
+ * that flusher drops it. Once the wait ran out (Redis TIME, the clock the
+ * mark reads too) a flusher may have marked it for its COMMIT: then it is
+ * never taken back, however late the undo comes. */
 struct rconn_script stream_undo_script = RCONN_SCRIPT(
-    "if redis.call('ZREM', KEYS[6], ARGV[1]) == 0 then return 0 end "
+    "local u = redis.call('ZSCORE', KEYS[6], ARGV[1]) "
+    "if not u then return 0 end "
+    "local t = redis.call('TIME') "
+    "if tonumber(u) <= tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) then "
+    "  return 0 end "
+    "redis.call('ZREM', KEYS[6], ARGV[1]) "
     "if #redis.call('XRANGE', KEYS[3], ARGV[1], ARGV[1]) == 0 then return 0 end "
     "local ok, p = pcall(redis.call, 'XPENDING', KEYS[3], ARGV[4], ARGV[1], ARGV[1], 1) "
     "if ok and #p > 0 then "
