@@ -37,9 +37,10 @@ struct decr_decision {
 
 /* One run of the decrement script for req alone, with replicas_ack
  * `acks` waited up to wait_ms (*acked: replicas reached): the new stock
- * (>= 0), -1 not enough, -2 key missing, -3 failure (res filled). *epoch
- * receives the epoch, *seeds the MySQL seeds of the stock (-1 unknown),
- * stale the nonce of an intent past its deadline ("" none). */
+ * (>= 0), -1 not enough (res->remaining: the stock left), -2 key
+ * missing, -3 failure (res filled). *epoch receives the epoch, *seeds the
+ * MySQL seeds of the stock (-1 unknown), stale the nonce of an intent past
+ * its deadline ("" none). */
 long long decr_decrement(struct redis_shared *redis, const struct rrec *k,
                          const struct decr_intent *in, const struct deduct_req *req,
                          long write_ms, int acks, long wait_ms, char epoch[RREC_EPOCH_MAX],
