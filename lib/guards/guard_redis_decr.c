@@ -21,6 +21,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
 
 /* KEYS[1] intents, [2] intent details; ARGV[1] nonce. The sale is in
  * MySQL (or will never be given back by its own instance): forget it. */
@@ -64,10 +67,27 @@ static struct rconn_script in_flight_script = RCONN_SCRIPT(
 /* The shared Redis server, received at init. */
 static struct redis_shared *redis;
 
+/* This process's life among the instance's lives: part of every intent
+ * id, so a restarted instance (same name, its counter from 0 again) never
+ * reuses the id of a sale its previous life left behind. */
+static unsigned long long life_id;
+
+static void pick_life_id(void)
+{
+    if (getrandom(&life_id, sizeof(life_id), GRND_NONBLOCK) == (ssize_t)sizeof(life_id) &&
+        life_id != 0)
+        return;
+    struct timespec ts;   /* no entropy yet: the clock and the pid */
+    clock_gettime(CLOCK_REALTIME, &ts);
+    life_id = ((unsigned long long)ts.tv_sec * 1000000000ULL + (unsigned long long)ts.tv_nsec) ^
+              ((unsigned long long)getpid() << 40);
+}
+
 static int decr_init(const struct guard *self, const struct guard_backends *b, char *err,
                       size_t errlen)
 {
     redis = b->redis;
+    pick_life_id();
     return 0;
 }
 
@@ -116,7 +136,8 @@ static long ack_wait_ms(const struct deduct_req *req)
 
 static void intent_init(struct decr_intent *in, const struct deduct_env *env, const char *sku)
 {
-    snprintf(in->nonce, sizeof(in->nonce), "%.60s-%llu", env->instance,
+    /* at most 48 + 1 + 16 + 1 + 20 characters: fits the ledger's intent */
+    snprintf(in->nonce, sizeof(in->nonce), "%.48s-%016llx-%llu", env->instance, life_id,
              (unsigned long long)atomic_fetch_add(&intent_seq, 1));
     keys_stock_intents(in->zset, sku);
     keys_stock_intent(in->hash, sku);
@@ -150,12 +171,36 @@ static void give_back(const struct rrec *k, const struct decr_intent *in, const 
     freeReplyObject(r);
 }
 
+/* Did the sale `nonce` (of order_id `order`) reach MySQL? Asked with the
+ * SKU's stock row locked: a group commit holds that lock from its stock
+ * write to its COMMIT and checks its deadline under it (relative_batch.h),
+ * so once the lock is ours, a sale past its deadline has either committed
+ * (its row is read here) or never will, however long it waited on the
+ * lock. The row must be its own: a row of the order written by another
+ * sale (the first sale of a repeat) is not. 1 landed, 0 not, negative
+ * DB_E*. Read only: rolled back. */
+static int sale_landed(struct db_conn *db, const char *sku, const char *order, const char *nonce)
+{
+    long long stock = 0, seeds = 0, n;
+    char intent[STOCK_INTENT_MAX + 1] = "", guard[40] = "";
+    int rc = db_begin(db);
+    if (rc == DB_OK)
+        rc = store_read_seeds_locked(db, sku, &stock, &seeds);
+    /* a plain read after the locking one: its snapshot starts now */
+    n = rc <= 0 ? rc : db_run(db, "SELECT COALESCE(intent, ''), guard FROM ledger WHERE order_id=?",
+                              "s", "ss", order, intent, sizeof(intent), guard, sizeof(guard));
+    db_rollback(db);
+    if (n <= 0)
+        return (int)n;
+    /* a row written before rows kept their intent id: its own, as before */
+    return strcmp(intent, nonce) == 0 || (!intent[0] && strcmp(guard, "redis-decr") == 0);
+}
+
 /* Settle an intent past its deadline (its instance died between the Redis
- * decision and the MySQL write, or could not clear it): the sale's write
- * can no longer start (it gives up past that deadline), so the ledger
- * tells: a row for its order_id -> it landed, forget it; none -> give the
- * units back into their epoch. Best effort: a failure leaves it for the
- * next sale. */
+ * decision and the MySQL write, could not clear it, or its write waited
+ * past the deadline): sale_landed tells, with the row locked -> forget
+ * it; not -> give the units back into their epoch. Best effort: a failure
+ * leaves it for the next sale. */
 static void settle_stale(const struct rrec *k, struct db_conn *db, const char *sku,
                          const char *nonce)
 {
@@ -186,10 +231,7 @@ static void settle_stale(const struct rrec *k, struct db_conn *db, const char *s
             intent_clear(&in);
         return;
     }
-    long long one = 0;
-    long long landed = db ? db_run(db, "SELECT 1 FROM ledger WHERE order_id=? LIMIT 1", "s",
-                                   "l", order, &one)
-                          : DB_EUNAVAIL;
+    int landed = db ? sale_landed(db, sku, order, nonce) : DB_EUNAVAIL;
     if (landed < 0)
         return;
     if (landed > 0) {
@@ -292,7 +334,8 @@ static void decide_record_many(struct coal_member *const *m, int n, void *ctx)
             continue;
         sale_of(&d->sale, d->req);
         items[nt] = (struct relative_item){.req = &d->sale, .seeds = d->seeds, .res = d->res,
-                                           .ctx = (void *)d->in, .rc = STOCK_NOT_COMMITTED};
+                                           .ctx = (void *)d->in, .intent = d->in->nonce,
+                                           .rc = STOCK_NOT_COMMITTED};
         taken[nt++] = d;
     }
     decr_group_record_many(c->guard_name, c->env, items, nt, clear_recorded);
@@ -404,7 +447,7 @@ static int redis_decr_deduct(const struct guard *self, const struct deduct_env *
             give_back(&k, &in, epoch, req->qty, req->sku);
             return 0;
         }
-        rc = decr_group_record(self->name, env, req, seeds, &in, clear_recorded, res);
+        rc = decr_group_record(self->name, env, req, seeds, &in, in.nonce, clear_recorded, res);
     }
     /* Refused: the units go back into their epoch. Floor refusal or a
      * COMMIT with no known outcome: Redis is reconciled from MySQL instead,

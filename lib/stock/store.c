@@ -255,13 +255,14 @@ long long store_ledger_insert_rows(struct db_conn *db, const char *rows, const c
     /* One statement whatever the row count: the rows travel as one JSON
      * parameter, so the prepared statement (and its cache slot) is one.
      * Inside a transaction only, as store_ledger_insert. */
-    return ledger_refused(db, db_run(db, "INSERT INTO ledger (order_id, sku, qty, remaining, guard, instance) "
-                      "SELECT j.o, j.s, j.q, j.r, ?, j.i FROM JSON_TABLE(?, '$[*]' COLUMNS ("
+    return ledger_refused(db, db_run(db, "INSERT INTO ledger (order_id, sku, qty, remaining, guard, instance, intent) "
+                      "SELECT j.o, j.s, j.q, j.r, ?, j.i, j.t FROM JSON_TABLE(?, '$[*]' COLUMNS ("
                       "o VARCHAR(64) CHARACTER SET ascii PATH '$[0]' ERROR ON EMPTY, "
                       "s VARCHAR(64) CHARACTER SET ascii PATH '$[1]' ERROR ON EMPTY, "
                       "q BIGINT PATH '$[2]' ERROR ON EMPTY, "
                       "r BIGINT PATH '$[3]' ERROR ON EMPTY, "
                       "i VARCHAR(64) PATH '$[4]' ERROR ON EMPTY, "
+                      "t VARCHAR(96) CHARACTER SET ascii PATH '$[5]', "
                       "n FOR ORDINALITY)) AS j WHERE @@in_transaction = 1 ORDER BY j.n",
                   "ss", "", guard, rows));
 }

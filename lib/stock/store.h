@@ -108,7 +108,8 @@ int store_lock_row_id(struct db_conn *db, const char *name, const char *owner,
 
 /* Insert a batch of ledger rows in one statement, in array order: `rows` is a JSON array of
  * [order_id, sku, qty, remaining, instance] (MariaDB/MySQL JSON_TABLE),
- * all under `guard`. Returns the rows inserted, DB_EDUP when any order_id
+ * plus, optionally, the sale's intent id (the row's `intent`; absent or
+ * null: NULL), all under `guard`. Returns the rows inserted, DB_EDUP when any order_id
  * is already there (nothing inserted), or a negative DB_E* code. */
 long long store_ledger_insert_rows(struct db_conn *db, const char *rows, const char *guard);
 /* One ledger row, skipped when its order_id is there: 1 inserted, 0 not,
