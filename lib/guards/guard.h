@@ -88,6 +88,8 @@ struct guard_side {
     long long pending, pending_units; /* answered, not in MySQL yet */
     long long in_flight_units; /* decided in Redis, being written to MySQL
                                 * by a live request (redis-decr) */
+    long long stale_intents;   /* past their write deadline, not settled:
+                                * shown as drift (redis-decr) */
     long long flush_seq;       /* moves whenever sales move to MySQL */
     int flushing;              /* 1: a move may be committing right now */
 };
@@ -199,6 +201,11 @@ struct guard {
      * next sale. Best effort: returns 0, or -1 when a backend could not be
      * reached (what is left unsettled shows as drift). */
     int (*settle)(const struct guard *self, struct db_conn *db, const char *sku);
+    /* Optional, guards with `settle`: the SKU's last settlements (what,
+     * when, by whom, with what outcome), newest first, as a JSON array
+     * text into buf (len bytes), for the audit to show why its Redis
+     * stock moved. Returns 0, or -1 when it cannot be read ("[]"). */
+    int (*settled)(const struct guard *self, const char *sku, char *buf, size_t len);
     /* Optional, write-behind guards: on=1 holds off the commits of their
      * flushes for a short while (bounded by the guard) so an audit can
      * read Redis and MySQL as one snapshot; on=0 lets them go. Returns 1

@@ -10,6 +10,7 @@
 #include "base/util.h"
 #include "guards/core/decr_decide.h"
 #include "guards/core/decr_group.h"
+#include "guards/core/decr_settle.h"
 #include "guards/core/coalesce.h"
 #include "guards/core/lock_fields.h"
 #include "guards/core/redis_reconcile.h"
@@ -24,26 +25,6 @@
 #include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
-
-/* KEYS[1] intents, [2] intent details; ARGV[1] nonce. The sale is in
- * MySQL (or will never be given back by its own instance): forget it. */
-static struct rconn_script clear_script = RCONN_SCRIPT(
-    "redis.call('HDEL', KEYS[2], ARGV[1]) "
-    "return redis.call('ZREM', KEYS[1], ARGV[1])");
-
-/* KEYS[1] stock, [2] epoch, [3] intents, [4] intent details; ARGV[1]
- * nonce, [2] the sale's epoch, [3] qty. The sale will not be in MySQL:
- * its units go back into the state they came from, once -- whoever
- * removes the intent gives back (its own instance, or the settler of a
- * stale one). 1 given, 0 not needed (state lost or another epoch), -1
- * already settled. */
-static struct rconn_script give_clear_script = RCONN_SCRIPT(
-    "if redis.call('ZREM', KEYS[3], ARGV[1]) == 0 then return -1 end "
-    "redis.call('HDEL', KEYS[4], ARGV[1]) "
-    "if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end "
-    "if (redis.call('GET', KEYS[2]) or '') ~= ARGV[2] then return 0 end "
-    "redis.call('INCRBY', KEYS[1], ARGV[3]) "
-    "return 1");
 
 /* KEYS[1] intents, [2] intent details; ARGV the nonces of a group's sales
  * that are in MySQL (at most STOCK_BATCH_MAX): forget them all, in one
@@ -141,106 +122,6 @@ static void intent_init(struct decr_intent *in, const struct deduct_env *env, co
              (unsigned long long)atomic_fetch_add(&intent_seq, 1));
     keys_stock_intents(in->zset, sku);
     keys_stock_intent(in->hash, sku);
-}
-
-/* The sale is in MySQL (or its fate is Redis's reconciliation's): forget
- * its intent. A failure leaves it to be settled as stale (the ledger then
- * says it landed). */
-static void intent_clear(const struct decr_intent *in)
-{
-    char err[128];
-    const char *argv[3] = {in->zset, in->hash, in->nonce};
-    redisReply *r = rconn_eval(redis->pool, err, sizeof(err), &clear_script, 2, 3, argv);
-    freeReplyObject(r);
-}
-
-/* The units of a sale that will not be recorded go back, into the state
- * they were taken from only, and its intent goes, in one script. */
-static void give_back(const struct rrec *k, const struct decr_intent *in, const char *epoch,
-                      long qty, const char *sku)
-{
-    char err[128], n[24];
-    snprintf(n, sizeof(n), "%ld", qty);
-    const char *argv[7] = {k->state, k->epoch, in->zset, in->hash, in->nonce, epoch, n};
-    redisReply *r = rconn_eval(redis->pool, err, sizeof(err), &give_clear_script, 4, 7,
-                               argv);
-    if (!r)
-        /* the units stay taken in Redis until the intent is settled as
-         * stale: an undersell for a while, never an oversell */
-        fprintf(stderr, "redis-decr: could not give %ld of %s back: %s\n", qty, sku, err);
-    freeReplyObject(r);
-}
-
-/* Did the sale `nonce` (of order_id `order`) reach MySQL? Asked with the
- * SKU's stock row locked: a group commit holds that lock from its stock
- * write to its COMMIT and checks its deadline under it (relative_batch.h),
- * so once the lock is ours, a sale past its deadline has either committed
- * (its row is read here) or never will, however long it waited on the
- * lock. The row must be its own: a row of the order written by another
- * sale (the first sale of a repeat) is not. 1 landed, 0 not, negative
- * DB_E*. Read only: rolled back. */
-static int sale_landed(struct db_conn *db, const char *sku, const char *order, const char *nonce)
-{
-    long long stock = 0, seeds = 0, n;
-    char intent[STOCK_INTENT_MAX + 1] = "", guard[40] = "";
-    int rc = db_begin(db);
-    if (rc == DB_OK)
-        rc = store_read_seeds_locked(db, sku, &stock, &seeds);
-    /* a plain read after the locking one: its snapshot starts now */
-    n = rc <= 0 ? rc : db_run(db, "SELECT COALESCE(intent, ''), guard FROM ledger WHERE order_id=?",
-                              "s", "ss", order, intent, sizeof(intent), guard, sizeof(guard));
-    db_rollback(db);
-    if (n <= 0)
-        return (int)n;
-    /* a row written before rows kept their intent id: its own, as before */
-    return strcmp(intent, nonce) == 0 || (!intent[0] && strcmp(guard, "redis-decr") == 0);
-}
-
-/* Settle an intent past its deadline (its instance died between the Redis
- * decision and the MySQL write, could not clear it, or its write waited
- * past the deadline): sale_landed tells, with the row locked -> forget
- * it; not -> give the units back into their epoch. Best effort: a failure
- * leaves it for the next sale. */
-static void settle_stale(const struct rrec *k, struct db_conn *db, const char *sku,
-                         const char *nonce)
-{
-    struct decr_intent in;
-    char err[128];
-    keys_stock_intents(in.zset, sku);
-    keys_stock_intent(in.hash, sku);
-    snprintf(in.nonce, sizeof(in.nonce), "%s", nonce);
-    const char *argv[3] = {"HGET", in.hash, nonce};
-    redisReply *r = rconn_cmd_argv(redis->pool, err, sizeof(err), 3, argv);
-    char order[STOCK_ID_MAX + 1] = "", epoch[RREC_EPOCH_MAX] = "";
-    long qty = 0;
-    int have = 0;
-    if (r && r->type == REDIS_REPLY_STRING) {
-        const char *a = strchr(r->str, '\n'), *b = a ? strchr(a + 1, '\n') : NULL;
-        if (a && b && (size_t)(a - r->str) <= STOCK_ID_MAX &&
-            (size_t)(b - a - 1) < RREC_EPOCH_MAX) {
-            memcpy(order, r->str, (size_t)(a - r->str));
-            memcpy(epoch, a + 1, (size_t)(b - a - 1));
-            qty = atol(b + 1);
-            have = qty > 0;
-        }
-    }
-    int gone = r && r->type == REDIS_REPLY_NIL, read = r != NULL;
-    freeReplyObject(r);
-    if (gone || !have) {
-        if (read)   /* details lost or malformed: nothing to give back */
-            intent_clear(&in);
-        return;
-    }
-    int landed = db ? sale_landed(db, sku, order, nonce) : DB_EUNAVAIL;
-    if (landed < 0)
-        return;
-    if (landed > 0) {
-        intent_clear(&in);
-    } else {
-        give_back(k, &in, epoch, qty, sku);
-        fprintf(stderr, "redis-decr: sale %s of %s (%ld) never reached MySQL: units given back\n",
-                order, sku, qty);
-    }
 }
 
 /* How long a sale decided in Redis may take to reach MySQL before a stale
@@ -391,7 +272,7 @@ static int redis_decr_deduct(const struct guard *self, const struct deduct_env *
             return 0;
     }
     if (stale[0])
-        settle_stale(&k, env->db, req->sku, stale);
+        decr_settle_stale(redis, &k, env->db, req->sku, stale, "sale");
     if (left == -2) {   /* lost again between the reload and our retry */
         res->outcome = DEDUCT_UNAVAILABLE;
         snprintf(res->detail, sizeof(res->detail),
@@ -424,7 +305,7 @@ static int redis_decr_deduct(const struct guard *self, const struct deduct_env *
     if (acks_of(req) > 0 && acked < acks_of(req)) {
         char why[160];
         snprintf(why, sizeof(why), "%s", res->detail);
-        give_back(&k, &in, epoch, req->qty, req->sku);
+        decr_give_back(redis, &k, &in, epoch, req->qty, req->sku);
         res->outcome = DEDUCT_UNAVAILABLE;
         snprintf(res->detail, sizeof(res->detail),
                  "replicas_ack: the sale reached %lld of %d replica(s) within %ld ms; undone, "
@@ -444,7 +325,7 @@ static int redis_decr_deduct(const struct guard *self, const struct deduct_env *
          * also land after a reconciliation already counted these units as
          * unsold. */
         if (stock_past_deadline(req, res)) {
-            give_back(&k, &in, epoch, req->qty, req->sku);
+            decr_give_back(redis, &k, &in, epoch, req->qty, req->sku);
             return 0;
         }
         rc = decr_group_record(self->name, env, req, seeds, &in, in.nonce, clear_recorded, res);
@@ -458,7 +339,7 @@ static int redis_decr_deduct(const struct guard *self, const struct deduct_env *
     if (rc == 0)
         return 0;              /* in MySQL, its intent forgotten with its group's */
     if (rc == STOCK_NOT_COMMITTED) {
-        give_back(&k, &in, epoch, req->qty, req->sku);
+        decr_give_back(redis, &k, &in, epoch, req->qty, req->sku);
         return 0;
     }
     if (rc == STOCK_DIVERGED || rc == STOCK_COMMIT_UNKNOWN || rc == STOCK_RESEEDED) {
@@ -469,7 +350,7 @@ static int redis_decr_deduct(const struct guard *self, const struct deduct_env *
             return 0;
         }
     }
-    intent_clear(&in);
+    decr_intent_clear(redis, &in);
     return 0;
 }
 
@@ -539,42 +420,21 @@ static int redis_decr_describe(const struct guard *self, const char *sku,
     return 0;
 }
 
-/* KEYS[1] intents; ARGV[1] at most this many. The nonces of the intents
- * past their write deadline. */
-static struct rconn_script stale_script = RCONN_SCRIPT(
-    "local t = redis.call('TIME') "
-    "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) "
-    "return redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[1]))");
-
-/* Stale intents settled per audit: more wait for the next audit or sale. */
-#define SETTLE_MAX 64
-
 /* guard.h `settle`: every intent of sku past its deadline (a dead
  * instance's sale) is settled now, the ledger telling whether it landed,
  * so an idle SKU's Redis stock equals MySQL's without waiting for a sale. */
 static int redis_decr_settle(const struct guard *self, struct db_conn *db, const char *sku)
 {
     struct rrec k;
-    char zset[KEYS_MAX], err[128], max[16];
     rrec_keys(&k, sku);
-    keys_stock_intents(zset, sku);
-    snprintf(max, sizeof(max), "%d", SETTLE_MAX);
-    const char *argv[2] = {zset, max};
-    redisReply *r = rconn_eval(redis->pool, err, sizeof(err), &stale_script, 1, 2, argv);
-    if (!r)
-        return -1;
-    int ok = r->type == REDIS_REPLY_ARRAY;
-    for (size_t i = 0; ok && i < r->elements; i++)
-        if (r->element[i]->type == REDIS_REPLY_STRING && r->element[i]->len < 96)
-            settle_stale(&k, db, sku, r->element[i]->str);
-    freeReplyObject(r);
-    return ok ? 0 : -1;
+    return decr_settle_all(redis, &k, db, sku, "audit");
 }
 
 /* KEYS[1] stock, [2] intents, [3] intent details. {has stock, stock,
- * units of the intents still within their deadline}: sales on their way
- * to MySQL. A stale intent is not counted: the audit settles those first
- * (redis_decr_settle); one it could not settle shows as drift. */
+ * units of the intents still within their deadline, intents past it}:
+ * sales on their way to MySQL. A stale intent is not counted: the audit
+ * settles those first (redis_decr_settle); one it could not settle shows
+ * as drift (and in the count). */
 static struct rconn_script side_script = RCONN_SCRIPT(
     "local v = redis.call('GET', KEYS[1]) "
     "local t = redis.call('TIME') "
@@ -585,7 +445,8 @@ static struct rconn_script side_script = RCONN_SCRIPT(
     "  local d = redis.call('HGET', KEYS[3], n) "
     "  if d then units = units + (tonumber(string.match(d, '([^\\n]*)$')) or 0) end "
     "end "
-    "return {v and 1 or 0, tonumber(v or '0'), units}");
+    "return {v and 1 or 0, tonumber(v or '0'), units, "
+    "        redis.call('ZCARD', KEYS[2]) - #live}");
 
 /* The audit's read (guard.h `side`). */
 static int redis_decr_side(const struct guard *self, const char *sku, struct guard_side *out)
@@ -598,16 +459,23 @@ static int redis_decr_side(const struct guard *self, const char *sku, struct gua
     redisReply *r = rconn_eval(redis->pool, err, sizeof(err), &side_script, 3, 3, argv);
     if (!r)
         return -1;
-    int ok = r->type == REDIS_REPLY_ARRAY && r->elements == 3;
-    for (size_t i = 0; ok && i < 3; i++)
+    int ok = r->type == REDIS_REPLY_ARRAY && r->elements == 4;
+    for (size_t i = 0; ok && i < 4; i++)
         ok = r->element[i]->type == REDIS_REPLY_INTEGER;
     if (ok) {
         out->has_stock = r->element[0]->integer == 1;
         out->stock = r->element[1]->integer;
         out->in_flight_units = r->element[2]->integer;
+        out->stale_intents = r->element[3]->integer;
     }
     freeReplyObject(r);
     return ok ? 0 : -1;
+}
+
+/* The audit's account of the settlements (guard.h `settled`). */
+static int redis_decr_settled(const struct guard *self, const char *sku, char *buf, size_t len)
+{
+    return decr_settled_json(redis, sku, buf, len);
 }
 
 /* replicas_ack (lock_fields.h's row; the other lock options mean nothing
@@ -629,6 +497,7 @@ const struct guard guard_redis_decr = {
     .describe = redis_decr_describe,
     .side = redis_decr_side,
     .settle = redis_decr_settle,
+    .settled = redis_decr_settled,
     .fields = decr_fields,
     .nfields = sizeof(decr_fields) / sizeof(decr_fields[0]),
     .opts_size = sizeof(struct lock_req_opts),

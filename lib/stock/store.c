@@ -200,6 +200,23 @@ int store_audit(struct db_conn *db, const char *sku, long long *initial,
     return n < 0 ? (int)n : n > 0;
 }
 
+int store_unmoved_orders(struct db_conn *db, const char *sku, int max, char *buf, size_t len)
+{
+    long long n = 0;
+    buf[0] = '\0';
+    /* one row back (db_run reads the first): the ids joined; the earliest
+     * row of each repeated `remaining` is the one that moved the stock */
+    long long rc = db_run(db, "SELECT COUNT(*), COALESCE(GROUP_CONCAT(x.order_id ORDER BY x.id "
+                              "SEPARATOR ','), '') FROM (SELECT l.order_id, l.id FROM ledger l "
+                              "JOIN (SELECT remaining, MIN(id) AS first FROM ledger "
+                              "WHERE sku=? AND released=0 GROUP BY remaining "
+                              "HAVING COUNT(*) > 1) d ON l.remaining = d.remaining "
+                              "AND l.id > d.first WHERE l.sku=? AND l.released=0 "
+                              "ORDER BY l.id LIMIT ?) x",
+                          "ssi", "ls", sku, sku, max, &n, buf, len);
+    return rc < 0 ? (int)rc : (int)n;
+}
+
 int store_info(struct db_conn *db, const char *sku, long long *stock,
                long long *version, long long *initial, int *segments)
 {

@@ -353,6 +353,40 @@ static void add_cluster_view(const struct cluster_audit *cap, int n, json_t *j)
         json_object_set_new(j, "consistent", json_false());
 }
 
+/* Why the audit says what it says: `why` (words, null when consistent),
+ * each drift's terms, the settlements that moved Redis without a sale,
+ * and the ledger rows without a stock move. Called last: a cluster that
+ * did not converge has made `consistent` false already. */
+static void add_audit_why(const struct audit *a, json_t *j)
+{
+    char why[2048];
+    audit_why(a, why, sizeof(why));
+    if (!why[0] && json_is_false(json_object_get(j, "consistent")))
+        snprintf(why, sizeof(why), "the cluster's nodes did not converge (see nodes)");
+    json_object_set_new(j, "why", why[0] ? json_string(why) : json_null());
+    json_t *detail = json_object();
+    for (int i = 0; detail && i < a->nsides; i++)
+        json_object_set_new(detail, a->side[i].guard,
+                            json_pack("{s:I,s:I,s:I,s:I,s:I}", "redis_stock",
+                                      (json_int_t)a->side[i].redis_stock, "mysql_stock",
+                                      (json_int_t)a->stock, "pending_units",
+                                      (json_int_t)a->side[i].pending_units, "in_flight_units",
+                                      (json_int_t)a->side[i].in_flight_units, "stale_intents",
+                                      (json_int_t)a->side[i].stale_intents));
+    json_object_set_new(j, "drift_terms", detail ? detail : json_null());
+    json_t *settled = json_loads(a->settled, 0, NULL);
+    json_object_set_new(j, "settled_intents", json_is_array(settled) ? settled : json_array());
+    if (settled && !json_is_array(settled))
+        json_decref(settled);
+    json_t *rows = json_array();
+    char ids[AUDIT_UNMOVED_MAX];
+    snprintf(ids, sizeof(ids), "%s", a->unmoved);
+    for (char *save = NULL, *id = strtok_r(ids, ",", &save); rows && id;
+         id = strtok_r(NULL, ",", &save))
+        json_array_append_new(rows, json_string(id));
+    json_object_set_new(j, "unmoved_orders", rows ? rows : json_null());
+}
+
 static void handle_audit(const struct inv_conf *c, const char *sku, struct http_resp *resp)
 {
     struct deduct_env env;
@@ -396,6 +430,7 @@ static void handle_audit(const struct inv_conf *c, const char *sku, struct http_
         json_object_set_new(j, "drift_by_guard", by ? by : json_null());
         if (c->mysql_nodes[0])
             add_cluster_view(&ca, ncluster, j);
+        add_audit_why(&a, j);
     }
     http_json(resp, 200, j);
 }

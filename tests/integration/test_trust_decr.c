@@ -6,7 +6,9 @@
  *     intent ids of the sales its previous life left behind;
  *   - a repeat of a recorded order, killed during its hold, is not
  *     "landed" because the first sale's ledger row exists;
- *   - out_of_stock says how many units are left. */
+ *   - out_of_stock says how many units are left;
+ *   - an inconsistent audit says why (drift terms, settled intents, ledger
+ *     rows without a stock move). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -34,29 +36,39 @@ static long long redis_stock(const char *sku) { return it_redis_num("GET stock:{
 
 /* A second MySQL session (the mariadb client, as root) that locks sku's
  * stock row FOR UPDATE and holds it for hold_ms, then commits. Returns its
- * pid once the lock is held (-1 when it could not be seen held in 10 s). */
+ * pid once the lock is held (the locking read answered), -1 on failure. */
 static int hold_row_lock(const char *sku, long hold_ms)
 {
     char port[16], sql[512];
+    int out[2];
     snprintf(port, sizeof(port), "-P%ld", it.mysql_port);
     snprintf(sql, sizeof(sql),
              "START TRANSACTION; SELECT stock FROM db_shopping.inventory WHERE sku='%s' "
              "FOR UPDATE; DO SLEEP(%ld.%03ld); COMMIT;", sku, hold_ms / 1000, hold_ms % 1000);
+    if (pipe(out) != 0)
+        return -1;
     pid_t pid = fork();
     if (pid < 0)
         return -1;
     if (pid == 0) {
+        dup2(out[1], 1);
+        close(out[0]);
+        close(out[1]);
+        /* -n: each answer written as it comes, not at exit */
         execlp("mariadb", "mariadb", "--no-defaults", "-h127.0.0.1", port, "-uroot", "-N",
-               "-B", "-e", sql, (char *)NULL);
+               "-B", "-n", "-e", sql, (char *)NULL);
         _exit(127);
     }
-    /* held once the session is in its SLEEP, after the locking read */
-    for (int i = 0; i < 500; i++) {
-        if (it_sql_value("SELECT COUNT(*) FROM information_schema.innodb_trx "
-                         "WHERE trx_query LIKE 'DO SLEEP%'") >= 1)
-            return pid;
-        nap_ms(20);
-    }
+    close(out[1]);
+    char line[64] = "";
+    FILE *f = fdopen(out[0], "r");
+    int held = f && fgets(line, sizeof(line), f) != NULL;   /* the stock: locked */
+    if (f)
+        fclose(f);
+    else
+        close(out[0]);
+    if (held)
+        return pid;
     kill(pid, SIGKILL);
     waitpid(pid, NULL, 0);
     return -1;
@@ -70,7 +82,7 @@ static void test_decr_commit_waiting_past_intent_deadline(void **state)
 {
     const char *sku = "Tt-lockwait";
     assert_int_equal(it_seed(sku, 10), 200);
-    int holder = hold_row_lock(sku, 3500);
+    int holder = hold_row_lock(sku, 5000);
     assert_true(holder > 0);
     struct it_bg_post sale;
     assert_int_equal(it_bg_deduct(&sale, it.inventory[0],
@@ -155,6 +167,16 @@ static void test_decr_killed_repeat_is_given_back(void **state)
     long long rd = redis_stock("Tt-rep"), stock = it_audit_field(&r, "stock");
     long long drift = it_audit_field(&r, "drift"), sold = it_audit_field(&r, "sold");
     print_message("killed repeat answered %ld; audit %s; Redis %lld\n", rep.status, r.body, rd);
+    /* and the audit says what it settled, and when */
+    json_t *last = json_array_get(json_object_get(r.json, "settled_intents"), 0);
+    const char *order = json_string_value(json_object_get(last, "order_id"));
+    const char *outcome = json_string_value(json_object_get(last, "outcome"));
+    long long at = json_integer_value(json_object_get(last, "at_ms"));
+    assert_non_null(order);
+    assert_string_equal(order, "tt-rep-1");
+    assert_non_null(outcome);
+    assert_string_equal(outcome, "given_back");
+    assert_true(at > 1700000000000LL);
     it_resp_free(&r);
     assert_int_equal(stock, 9);
     assert_int_equal(sold, 1);
@@ -180,6 +202,50 @@ static void test_decr_out_of_stock_says_what_is_left(void **state)
     assert_int_equal(redis_stock("Tt-oos"), 1);
 }
 
+/* An inconsistent audit says why: a drift with its terms (Redis moved
+ * behind the guard's back), and lost updates with the order ids of the
+ * ledger rows that moved no stock (two rows that wrote the same stock). */
+static void test_decr_audit_says_why(void **state)
+{
+    assert_int_equal(it_seed("Tt-why", 10), 200);
+    char u[200];
+    snprintf(u, sizeof(u), "%s/inventory/deduct", it.inventory[0]);
+    assert_int_equal(it_status("POST", u, "{\"sku\":\"Tt-why\",\"order_id\":\"tt-why-1\","
+                                          "\"guard\":\"redis-decr\"}"), 200);
+    assert_int_equal(it_redis_num("DECRBY stock:{Tt-why} 1"), 8);
+    struct it_resp r;
+    it_audit_json(0, "Tt-why", &r);
+    print_message("Redis moved alone: %s\n", r.body);
+    const char *why = json_string_value(json_object_get(r.json, "why"));
+    json_t *terms = json_object_get(json_object_get(r.json, "drift_terms"), "redis-decr");
+    assert_false(json_is_true(json_object_get(r.json, "consistent")));
+    assert_non_null(why);
+    assert_non_null(strstr(why, "redis-decr drift -1: Redis 8, MySQL 9"));
+    assert_int_equal(json_integer_value(json_object_get(terms, "redis_stock")), 8);
+    assert_int_equal(json_integer_value(json_object_get(terms, "mysql_stock")), 9);
+    it_resp_free(&r);
+
+    assert_int_equal(it_seed("Tt-lost", 10), 200);
+    assert_int_equal(it_sql("INSERT INTO db_shopping.ledger (order_id, sku, qty, remaining, "
+                            "guard, instance) VALUES ('tt-lost-1','Tt-lost',1,9,'for-update',"
+                            "'t'),('tt-lost-2','Tt-lost',1,9,'for-update','t'),('tt-lost-3',"
+                            "'Tt-lost',1,8,'for-update','t'); UPDATE db_shopping.inventory "
+                            "SET stock=8 WHERE sku='Tt-lost'"), 0);
+    it_audit_json(1, "Tt-lost", &r);
+    print_message("two sales wrote the same stock: %s\n", r.body);
+    why = json_string_value(json_object_get(r.json, "why"));
+    json_t *rows = json_object_get(r.json, "unmoved_orders");
+    assert_int_equal(it_audit_field(&r, "lost_updates"), 1);
+    assert_non_null(why);
+    assert_non_null(strstr(why, "rows without a stock move: tt-lost-2"));
+    assert_int_equal(json_array_size(rows), 1);
+    assert_string_equal(json_string_value(json_array_get(rows, 0)), "tt-lost-2");
+    it_resp_free(&r);
+    it_audit_json(1, "Tt-oos", &r);   /* consistent: no why */
+    assert_true(json_is_null(json_object_get(r.json, "why")));
+    it_resp_free(&r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -187,6 +253,7 @@ int main(void)
         cmocka_unit_test(test_decr_commit_waiting_past_intent_deadline),
         cmocka_unit_test(test_decr_restart_does_not_reuse_intent_ids),
         cmocka_unit_test(test_decr_killed_repeat_is_given_back),
+        cmocka_unit_test(test_decr_audit_says_why),
     };
     return cmocka_run_group_tests(tests, group_setup, NULL);
 }

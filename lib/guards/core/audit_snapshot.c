@@ -8,6 +8,7 @@
 #include "stock/audit.h"
 #include "stock/store.h"
 
+#include <stdio.h>
 #include <string.h>
 
 /* Tries before the audit gives up on a snapshot of a write-behind guard
@@ -110,6 +111,23 @@ static void settle_all(struct db_conn *db, const char *sku)
             all[i]->settle(all[i], db, sku);
 }
 
+/* The evidence behind a verdict (best effort: the figures stand without
+ * it): the settlements the guards recorded, and, with lost updates, the
+ * ledger rows without a stock move. */
+static void explain(struct db_conn *db, const char *sku, struct audit *a)
+{
+    size_t n;
+    const struct guard *const *all = guard_all(&n);
+    snprintf(a->settled, sizeof(a->settled), "[]");
+    for (size_t i = 0; i < n; i++)
+        if (all[i]->settled) {   /* one guard keeps them (redis-decr) */
+            all[i]->settled(all[i], sku, a->settled, sizeof(a->settled));
+            break;
+        }
+    if (a->lost_updates != 0)
+        store_unmoved_orders(db, sku, AUDIT_UNMOVED_ROWS, a->unmoved, sizeof(a->unmoved));
+}
+
 int guard_audit(struct db_conn *db, const char *sku, struct audit *a)
 {
     struct side_read before[AUDIT_SIDES_MAX], after[AUDIT_SIDES_MAX];
@@ -165,9 +183,14 @@ int guard_audit(struct db_conn *db, const char *sku, struct audit *a)
             continue;
         long long d = r->s.stock - (a->stock - r->s.pending_units - r->s.in_flight_units);
         a->side[a->nsides].guard = r->g->name;
+        a->side[a->nsides].redis_stock = r->s.stock;
+        a->side[a->nsides].pending_units = r->s.pending_units;
+        a->side[a->nsides].in_flight_units = r->s.in_flight_units;
+        a->side[a->nsides].stale_intents = r->s.stale_intents;
         a->side[a->nsides++].drift = d;
         a->drift += d;
     }
     audit_compute(a);
+    explain(db, sku, a);
     return 1;
 }
