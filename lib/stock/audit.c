@@ -41,6 +41,11 @@ void audit_why(const struct audit *a, char *buf, size_t len)
                  a->unmoved[0] ? ")" : "");
         add_clause(buf, len, &used, c);
     }
+    if (a->landed_late[0]) {
+        snprintf(c, sizeof(c), "given back as never landed, yet in the ledger (their write "
+                 "committed after the settlement): %s", a->landed_late);
+        add_clause(buf, len, &used, c);
+    }
     if (a->stock < 0) {
         snprintf(c, sizeof(c), "stock %lld below zero", a->stock);
         add_clause(buf, len, &used, c);

@@ -44,6 +44,12 @@ struct audit {
      * not 0): the order ids of unreleased rows whose `remaining` repeats an
      * earlier unreleased row's, oldest first, comma-separated ("" none). */
     char unmoved[AUDIT_UNMOVED_MAX];
+    /* Settlements that gave a sale's units back as never landed while the
+     * ledger holds that very sale (its order_id with its intent id): its
+     * write committed after it was settled, one unit apart per unit.
+     * Their order ids, comma-separated ("" none; read only while the audit
+     * is inconsistent). */
+    char landed_late[AUDIT_UNMOVED_MAX];
 };
 
 /* Derive oversold, lost_updates and consistent from initial, stock, sold

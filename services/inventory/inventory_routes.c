@@ -353,10 +353,23 @@ static void add_cluster_view(const struct cluster_audit *cap, int n, json_t *j)
         json_object_set_new(j, "consistent", json_false());
 }
 
+/* The order ids of a comma-separated audit list as a JSON array. */
+static json_t *order_ids(const char *csv)
+{
+    char ids[AUDIT_UNMOVED_MAX];
+    json_t *arr = json_array();
+    snprintf(ids, sizeof(ids), "%s", csv);
+    for (char *save = NULL, *id = strtok_r(ids, ",", &save); arr && id;
+         id = strtok_r(NULL, ",", &save))
+        json_array_append_new(arr, json_string(id));
+    return arr ? arr : json_null();
+}
+
 /* Why the audit says what it says: `why` (words, null when consistent),
- * each drift's terms, the settlements that moved Redis without a sale,
- * and the ledger rows without a stock move. Called last: a cluster that
- * did not converge has made `consistent` false already. */
+ * each drift's terms, the settlements that moved Redis without a sale
+ * (and those the ledger contradicts), the ledger rows without a stock
+ * move. Called last: a cluster that did not converge has made
+ * `consistent` false already. */
 static void add_audit_why(const struct audit *a, json_t *j)
 {
     char why[2048];
@@ -378,13 +391,8 @@ static void add_audit_why(const struct audit *a, json_t *j)
     json_object_set_new(j, "settled_intents", json_is_array(settled) ? settled : json_array());
     if (settled && !json_is_array(settled))
         json_decref(settled);
-    json_t *rows = json_array();
-    char ids[AUDIT_UNMOVED_MAX];
-    snprintf(ids, sizeof(ids), "%s", a->unmoved);
-    for (char *save = NULL, *id = strtok_r(ids, ",", &save); rows && id;
-         id = strtok_r(NULL, ",", &save))
-        json_array_append_new(rows, json_string(id));
-    json_object_set_new(j, "unmoved_orders", rows ? rows : json_null());
+    json_object_set_new(j, "unmoved_orders", order_ids(a->unmoved));
+    json_object_set_new(j, "landed_late", order_ids(a->landed_late));
 }
 
 static void handle_audit(const struct inv_conf *c, const char *sku, struct http_resp *resp)

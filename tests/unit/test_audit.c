@@ -103,6 +103,18 @@ static void test_audit_why(void **state)
     audit_why(&a, why, sizeof(why));
     assert_string_equal(why, "lost_updates 2: the ledger holds 3 unit(s), the stock moved 1 "
                              "(rows without a stock move: o-2,o-3)");
+    a.sold = 1;    /* a sale given back by a settler, then committed */
+    a.unmoved[0] = '\0';
+    a.side[0].drift = a.drift = 1;
+    snprintf(a.landed_late, sizeof(a.landed_late), "o-5");
+    audit_compute(&a);
+    audit_why(&a, why, sizeof(why));
+    assert_string_equal(why, "given back as never landed, yet in the ledger (their write "
+                             "committed after the settlement): o-5; redis-decr drift +1: "
+                             "Redis 10, MySQL 9 - 0 pending - 0 in flight");
+    a.sold = 3;
+    snprintf(a.unmoved, sizeof(a.unmoved), "o-2,o-3");
+    audit_compute(&a);
     char tiny[8];
     audit_why(&a, tiny, sizeof(tiny));
     assert_string_equal(tiny, "lost_up");

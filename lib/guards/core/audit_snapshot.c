@@ -8,6 +8,7 @@
 #include "stock/audit.h"
 #include "stock/store.h"
 
+#include <jansson.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -112,8 +113,37 @@ static void settle_all(struct db_conn *db, const char *sku)
 }
 
 /* The evidence behind a verdict (best effort: the figures stand without
- * it): the settlements the guards recorded, and, with lost updates, the
- * ledger rows without a stock move. */
+ * it): the settlements the guards recorded, with lost updates the ledger
+ * rows without a stock move, and when inconsistent the settlements the
+ * ledger contradicts. */
+/* The settlements in a->settled that gave a sale back as never landed
+ * while the ledger holds that very sale: their order ids into
+ * a->landed_late (at most AUDIT_UNMOVED_ROWS). */
+static void find_landed_late(struct db_conn *db, struct audit *a)
+{
+    json_t *all = json_loads(a->settled, 0, NULL), *e;
+    size_t i, used = 0;
+    a->landed_late[0] = '\0';
+    json_array_foreach(all, i, e) {
+        const char *outcome = json_string_value(json_object_get(e, "outcome"));
+        const char *order = json_string_value(json_object_get(e, "order_id"));
+        const char *intent = json_string_value(json_object_get(e, "intent"));
+        long long one = 0;
+        if (!outcome || strcmp(outcome, "given_back") != 0 || !order || !intent ||
+            db_run(db, "SELECT 1 FROM ledger WHERE order_id=? AND intent=?", "ss", "l", order,
+                   intent, &one) <= 0)
+            continue;
+        int n = snprintf(a->landed_late + used, sizeof(a->landed_late) - used, "%s%s",
+                         used ? "," : "", order);
+        if (n < 0 || (size_t)n >= sizeof(a->landed_late) - used)
+            break;   /* the list is full: the first ones stand */
+        used += (size_t)n;
+    }
+    if (used < sizeof(a->landed_late))
+        a->landed_late[used] = '\0';
+    json_decref(all);
+}
+
 static void explain(struct db_conn *db, const char *sku, struct audit *a)
 {
     size_t n;
@@ -126,6 +156,8 @@ static void explain(struct db_conn *db, const char *sku, struct audit *a)
         }
     if (a->lost_updates != 0)
         store_unmoved_orders(db, sku, AUDIT_UNMOVED_ROWS, a->unmoved, sizeof(a->unmoved));
+    if (!a->consistent)
+        find_landed_late(db, a);
 }
 
 int guard_audit(struct db_conn *db, const char *sku, struct audit *a)
