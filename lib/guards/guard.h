@@ -194,6 +194,14 @@ struct guard {
      * state in one Redis round trip (one script: the fields agree with
      * each other). Returns 0, or -1 when Redis cannot be read. */
     int (*side)(const struct guard *self, const char *sku, struct guard_side *out);
+    /* Optional, guards whose sales in flight are intents that outlive their
+     * MySQL commit for a moment (redis-decr): `side`, read by the audit
+     * after its MySQL figures, inside the transaction that read them (db,
+     * its snapshot), with in_flight_units counting only the intents whose
+     * sale that snapshot does not hold, and flush_seq moving whenever an
+     * intent goes. Returns 0, or -1 when Redis or MySQL cannot be read. */
+    int (*side_in_snapshot)(const struct guard *self, struct db_conn *db, const char *sku,
+                            struct guard_side *out);
     /* Optional, guards whose side state can hold work of requests that
      * died (redis-decr's intents past their write deadline): settle it for
      * sku, asking MySQL (db) what landed, so the audit reads the side state

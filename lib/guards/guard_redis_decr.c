@@ -18,6 +18,7 @@
 #include "stock/keys.h"
 #include "stock/txn.h"
 
+#include <jansson.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,12 +27,13 @@
 #include <time.h>
 #include <unistd.h>
 
-/* KEYS[1] intents, [2] intent details; ARGV the nonces of a group's sales
- * that are in MySQL (at most STOCK_BATCH_MAX): forget them all, in one
- * round trip and two commands. */
+/* KEYS[1] intents, [2] intent details, [3] the gone counter; ARGV the
+ * nonces of a group's sales that are in MySQL (at most STOCK_BATCH_MAX):
+ * forget them all, in one round trip. */
 static struct rconn_script clear_group_script = RCONN_SCRIPT(
     "redis.call('ZREM', KEYS[1], unpack(ARGV)) "
     "redis.call('HDEL', KEYS[2], unpack(ARGV)) "
+    "redis.call('INCR', KEYS[3]) "
     "return #ARGV");
 
 /* KEYS[1] intent details; ARGV[1] an order_id. 1 when a sale of that
@@ -122,6 +124,7 @@ static void intent_init(struct decr_intent *in, const struct deduct_env *env, co
              (unsigned long long)atomic_fetch_add(&intent_seq, 1));
     keys_stock_intents(in->zset, sku);
     keys_stock_intent(in->hash, sku);
+    keys_stock_intents_gone(in->gone, sku);
 }
 
 /* How long a sale decided in Redis may take to reach MySQL before a stale
@@ -138,20 +141,21 @@ static long write_window_ms(const struct deduct_req *req)
  * are their own threads' (a give-back, a reconciliation). */
 static void clear_recorded(struct relative_item *items, int n)
 {
-    const char *argv[2 + STOCK_BATCH_MAX];
-    int argc = 2;
-    for (int i = 0; i < n && argc < 2 + STOCK_BATCH_MAX; i++) {
+    const char *argv[3 + STOCK_BATCH_MAX];
+    int argc = 3;
+    for (int i = 0; i < n && argc < 3 + STOCK_BATCH_MAX; i++) {
         const struct decr_intent *in = items[i].ctx;
         if (items[i].rc != 0 || !in)
             continue;
         argv[0] = in->zset;    /* one SKU: the same keys for all */
         argv[1] = in->hash;
+        argv[2] = in->gone;
         argv[argc++] = in->nonce;
     }
-    if (argc == 2)
+    if (argc == 3)
         return;
     char err[128];
-    freeReplyObject(rconn_eval(redis->pool, err, sizeof(err), &clear_group_script, 2, argc, argv));
+    freeReplyObject(rconn_eval(redis->pool, err, sizeof(err), &clear_group_script, 3, argc, argv));
 }
 
 /* Is a sale of order_id an intent in `hash` (on its way to MySQL)? 0 no;
@@ -430,46 +434,111 @@ static int redis_decr_settle(const struct guard *self, struct db_conn *db, const
     return decr_settle_all(redis, &k, db, sku, "audit");
 }
 
-/* KEYS[1] stock, [2] intents, [3] intent details. {has stock, stock,
- * units of the intents still within their deadline, intents past it}:
- * sales on their way to MySQL. A stale intent is not counted: the audit
- * settles those first (redis_decr_settle); one it could not settle shows
- * as drift (and in the count). */
+/* KEYS[1] stock, [2] intents, [3] intent details, [4] the gone counter;
+ * ARGV[1] "1" to list the live intents. {has stock, stock, units of the
+ * intents still within their deadline, intents past it, the gone counter,
+ * then (listed) per live intent its nonce and details}: sales on their
+ * way to MySQL. A stale intent is not counted: the audit settles those
+ * first (redis_decr_settle); one it could not settle shows as drift (and
+ * in the count). */
 static struct rconn_script side_script = RCONN_SCRIPT(
     "local v = redis.call('GET', KEYS[1]) "
     "local t = redis.call('TIME') "
     "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) "
     "local live = redis.call('ZRANGEBYSCORE', KEYS[2], '(' .. now, '+inf') "
-    "local units = 0 "
+    "local units, list = 0, {} "
     "for _, n in ipairs(live) do "
     "  local d = redis.call('HGET', KEYS[3], n) "
-    "  if d then units = units + (tonumber(string.match(d, '([^\\n]*)$')) or 0) end "
+    "  if d then "
+    "    units = units + (tonumber(string.match(d, '([^\\n]*)$')) or 0) "
+    "    if ARGV[1] == '1' then list[#list + 1] = n list[#list + 1] = d end "
+    "  end "
     "end "
-    "return {v and 1 or 0, tonumber(v or '0'), units, "
-    "        redis.call('ZCARD', KEYS[2]) - #live}");
+    "local out = {v and 1 or 0, tonumber(v or '0'), units, "
+    "             redis.call('ZCARD', KEYS[2]) - #live, "
+    "             tonumber(redis.call('GET', KEYS[4]) or '0')} "
+    "for _, x in ipairs(list) do out[#out + 1] = x end "
+    "return out");
+
+#define SIDE_FIELDS 5
+
+/* side_script's reply into out; NULL unless it has the expected shape. */
+static redisReply *side_read(const char *sku, int list, struct guard_side *out)
+{
+    char key[KEYS_MAX], zset[KEYS_MAX], hash[KEYS_MAX], gone[KEYS_MAX], err[128];
+    keys_stock(key, sku);
+    keys_stock_intents(zset, sku);
+    keys_stock_intent(hash, sku);
+    keys_stock_intents_gone(gone, sku);
+    const char *argv[5] = {key, zset, hash, gone, list ? "1" : "0"};
+    redisReply *r = rconn_eval(redis->pool, err, sizeof(err), &side_script, 4, 5, argv);
+    int ok = r && r->type == REDIS_REPLY_ARRAY && r->elements >= SIDE_FIELDS;
+    for (size_t i = 0; ok && i < SIDE_FIELDS; i++)
+        ok = r->element[i]->type == REDIS_REPLY_INTEGER;
+    if (!ok) {
+        freeReplyObject(r);
+        return NULL;
+    }
+    out->has_stock = r->element[0]->integer == 1;
+    out->stock = r->element[1]->integer;
+    out->in_flight_units = r->element[2]->integer;
+    out->stale_intents = r->element[3]->integer;
+    out->flush_seq = r->element[4]->integer;
+    return r;
+}
 
 /* The audit's read (guard.h `side`). */
 static int redis_decr_side(const struct guard *self, const char *sku, struct guard_side *out)
 {
-    char key[KEYS_MAX], zset[KEYS_MAX], hash[KEYS_MAX], err[128];
-    keys_stock(key, sku);
-    keys_stock_intents(zset, sku);
-    keys_stock_intent(hash, sku);
-    const char *argv[3] = {key, zset, hash};
-    redisReply *r = rconn_eval(redis->pool, err, sizeof(err), &side_script, 3, 3, argv);
+    redisReply *r = side_read(sku, 0, out);
+    freeReplyObject(r);
+    return r ? 0 : -1;
+}
+
+/* The units of the listed live intents (nonce, "order_id\nepoch\nqty"
+ * pairs from element `from` on) whose sale db's snapshot holds: their
+ * ledger row, with their intent id. Negative DB_E* on failure. */
+static long long landed_units(struct db_conn *db, const redisReply *r, size_t from)
+{
+    json_t *arr = json_array();
+    for (size_t i = from; arr && i + 1 < r->elements; i += 2) {
+        const redisReply *n = r->element[i], *d = r->element[i + 1];
+        const char *nl = d->type == REDIS_REPLY_STRING ? memchr(d->str, '\n', d->len) : NULL;
+        if (n->type == REDIS_REPLY_STRING && nl)
+            json_array_append_new(arr, json_pack("[s%,s]", d->str, (size_t)(nl - d->str),
+                                                 n->str));
+    }
+    char *json = arr && json_array_size(arr) ? json_dumps(arr, JSON_COMPACT) : NULL;
+    json_decref(arr);
+    if (!json)
+        return 0;
+    long long units = 0;
+    long long n = db_run(db, "SELECT CAST(COALESCE(SUM(l.qty), 0) AS SIGNED) FROM JSON_TABLE(?, "
+                             "'$[*]' COLUMNS (o VARCHAR(64) CHARACTER SET ascii PATH '$[0]', "
+                             "t VARCHAR(96) CHARACTER SET ascii PATH '$[1]')) AS j JOIN ledger l "
+                             "ON l.order_id = j.o COLLATE ascii_bin AND l.intent = j.t COLLATE ascii_bin",
+                         "s", "l", json, &units);
+    json_free_t free_fn;
+    json_get_alloc_funcs(NULL, &free_fn);
+    free_fn(json);
+    return n < 0 ? n : units;
+}
+
+/* guard.h `side_in_snapshot`: `side`, with the live intents whose sale the
+ * audit's MySQL snapshot already holds (committed, not yet forgotten) not
+ * counted as in flight. */
+static int redis_decr_side_in_snapshot(const struct guard *self, struct db_conn *db,
+                                       const char *sku, struct guard_side *out)
+{
+    redisReply *r = side_read(sku, 1, out);
     if (!r)
         return -1;
-    int ok = r->type == REDIS_REPLY_ARRAY && r->elements == 4;
-    for (size_t i = 0; ok && i < 4; i++)
-        ok = r->element[i]->type == REDIS_REPLY_INTEGER;
-    if (ok) {
-        out->has_stock = r->element[0]->integer == 1;
-        out->stock = r->element[1]->integer;
-        out->in_flight_units = r->element[2]->integer;
-        out->stale_intents = r->element[3]->integer;
-    }
+    long long landed = landed_units(db, r, SIDE_FIELDS);
     freeReplyObject(r);
-    return ok ? 0 : -1;
+    if (landed < 0)
+        return -1;
+    out->in_flight_units -= landed;
+    return 0;
 }
 
 /* The audit's account of the settlements (guard.h `settled`). */
@@ -496,6 +565,7 @@ const struct guard guard_redis_decr = {
     .release = redis_decr_release,
     .describe = redis_decr_describe,
     .side = redis_decr_side,
+    .side_in_snapshot = redis_decr_side_in_snapshot,
     .settle = redis_decr_settle,
     .settled = redis_decr_settled,
     .fields = decr_fields,

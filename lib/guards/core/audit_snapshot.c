@@ -17,6 +17,12 @@
  * flusher that died marked holds its mark SFLUSH_MARK_MS at most). */
 #define SNAPSHOT_TRIES 100
 #define SNAPSHOT_NAP_MS 2
+/* Tries while only intents keep going (redis-decr under load: they go
+ * every group commit, a snapshot is rare): then the drift is unknown. */
+#define SNAPSHOT_INTENT_TRIES 10
+
+/* Whether the reads before and after the MySQL figures make a snapshot. */
+enum snapshot { SNAP_TAKEN, SNAP_FLUSH_MOVED, SNAP_INTENTS_MOVED };
 
 struct side_read {
     const struct guard *g;
@@ -24,8 +30,11 @@ struct side_read {
     struct guard_side s;
 };
 
-/* Every side of sku into r[] (at most max). Returns the count. */
-static int read_sides(const char *sku, struct side_read *r, int max)
+/* Every side of sku into r[] (at most max). db: the audit's snapshot
+ * transaction, whose figures are read already (the read after them: a
+ * guard with `side_in_snapshot` reads through it); NULL for the read
+ * before. Returns the count. */
+static int read_sides(struct db_conn *db, const char *sku, struct side_read *r, int max)
 {
     size_t n;
     const struct guard *const *all = guard_all(&n);
@@ -35,7 +44,9 @@ static int read_sides(const char *sku, struct side_read *r, int max)
             continue;
         memset(&r[k], 0, sizeof(r[k]));
         r[k].g = all[i];
-        r[k].ok = all[i]->side(all[i], sku, &r[k].s) == 0;
+        r[k].ok = (db && all[i]->side_in_snapshot
+                       ? all[i]->side_in_snapshot(all[i], db, sku, &r[k].s)
+                       : all[i]->side(all[i], sku, &r[k].s)) == 0;
         k++;
     }
     return k;
@@ -44,21 +55,30 @@ static int read_sides(const char *sku, struct side_read *r, int max)
 /* 1 when no write-behind flush can have committed between a and b: the
  * flush counter did not move and no flusher was marked, and Redis's own
  * figures agree (a sale moves stock into pending, never their sum). A
- * guard that writes MySQL on the request path (no `pending`) has no
- * snapshot to take: its sales in flight are drift until they land. */
-static int stable(const struct side_read *a, const struct side_read *b, int n)
+ * guard whose sales in flight are intents (`side_in_snapshot`): none went
+ * between a and b (its counter did not move), so every sale the MySQL
+ * figures hold that b does not show as an intent had gone before a. */
+static enum snapshot stable(const struct side_read *a, const struct side_read *b, int n)
 {
+    enum snapshot st = SNAP_TAKEN;
     for (int i = 0; i < n; i++) {
-        if (!a[i].ok || !b[i].ok || !a[i].g->pending)
+        if (!a[i].ok || !b[i].ok)
+            continue;          /* unread: its drift is unknown anyway */
+        if (a[i].g->side_in_snapshot) {
+            if (a[i].s.flush_seq != b[i].s.flush_seq)
+                st = SNAP_INTENTS_MOVED;
+            continue;
+        }
+        if (!a[i].g->pending)
             continue;
         if (a[i].s.flush_seq != b[i].s.flush_seq || a[i].s.flushing || b[i].s.flushing)
-            return 0;
+            return SNAP_FLUSH_MOVED;
         if (a[i].s.has_stock != b[i].s.has_stock ||
             (a[i].s.has_stock &&
              a[i].s.stock + a[i].s.pending_units != b[i].s.stock + b[i].s.pending_units))
-            return 0;
+            return SNAP_FLUSH_MOVED;
     }
-    return 1;
+    return st;
 }
 
 /* 1 when `guard` has a ledger row of sku (sold it since the seed, released
@@ -164,7 +184,7 @@ int guard_audit(struct db_conn *db, const char *sku, struct audit *a)
 {
     struct side_read before[AUDIT_SIDES_MAX], after[AUDIT_SIDES_MAX];
     int sold[AUDIT_SIDES_MAX];
-    int n = 0, rc = 0, snap = 0;
+    int n = 0, rc = 0, snap = 0, intent_misses = 0;
     long long nguards = 0;
     memset(a, 0, sizeof(*a));
     settle_all(db, sku);
@@ -174,8 +194,11 @@ int guard_audit(struct db_conn *db, const char *sku, struct audit *a)
         /* Flushes hold their commits off while we read (briefly). */
         if (!freeze_all(1) && t + 1 < SNAPSHOT_TRIES)
             continue;
-        n = read_sides(sku, before, AUDIT_SIDES_MAX);
-        rc = store_audit(db, sku, &a->initial, &a->stock, &a->sold);
+        n = read_sides(NULL, sku, before, AUDIT_SIDES_MAX);
+        /* one MySQL snapshot for the figures and the intents' ledger rows */
+        rc = db_begin(db);
+        if (rc == DB_OK)
+            rc = store_audit(db, sku, &a->initial, &a->stock, &a->sold);
         for (int i = 0; rc > 0 && i < n; i++) {
             long long s = before[i].ok ? guard_sold(db, sku, before[i].g->name) : 0;
             if (s < 0)
@@ -185,17 +208,22 @@ int guard_audit(struct db_conn *db, const char *sku, struct audit *a)
         if (rc > 0 && (nguards = guards_sold(db, sku)) < 0)
             rc = (int)nguards;
         if (rc > 0)
-            read_sides(sku, after, AUDIT_SIDES_MAX);
+            read_sides(db, sku, after, AUDIT_SIDES_MAX);
+        db_rollback(db);   /* read only */
         freeze_all(0);
         if (rc <= 0)
             return rc;
-        if ((snap = stable(before, after, n)))
+        enum snapshot st = stable(before, after, n);
+        if ((snap = st == SNAP_TAKEN) ||
+            (st == SNAP_INTENTS_MOVED && ++intent_misses >= SNAPSHOT_INTENT_TRIES))
             break;
     }
     /* The MySQL figures sit between `before` and `after` with no flush
-     * between them: pair them with `before`. Without a snapshot (flushes
-     * never paused) the figures stand, but the drift cannot be told from
-     * a flush in flight: unknown. */
+     * between them: pair them with `before`; a guard with intents, with
+     * `after` (read after the figures, its intents checked against them).
+     * Without a snapshot (flushes never paused, intents kept going) the
+     * figures stand, but the drift cannot be told from a sale in flight:
+     * unknown. */
     a->pending_known = 1;
     a->drift_known = snap;
     /* Several guards sold the SKU: a Redis guard's stock never saw the
@@ -204,7 +232,7 @@ int guard_audit(struct db_conn *db, const char *sku, struct audit *a)
     if (nguards > 1)
         a->drift_known = 0;
     for (int i = 0; i < n; i++) {
-        const struct side_read *r = &before[i];
+        const struct side_read *r = before[i].g->side_in_snapshot ? &after[i] : &before[i];
         if (!r->ok) {
             a->pending_known = a->drift_known = 0;
             continue;

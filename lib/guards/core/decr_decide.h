@@ -13,10 +13,10 @@
 /* Most decisions per script call. */
 #define DECR_DECIDE_MAX 128
 
-/* A sale's intent: its nonce and keys. */
+/* A sale's intent: its nonce and keys (gone: keys_stock_intents_gone). */
 struct decr_intent {
     char nonce[96];
-    char zset[KEYS_MAX], hash[KEYS_MAX];
+    char zset[KEYS_MAX], hash[KEYS_MAX], gone[KEYS_MAX];
 };
 
 /* One sale's decision in a group. */

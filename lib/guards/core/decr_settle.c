@@ -10,13 +10,15 @@
 #include <string.h>
 #include <time.h>
 
-/* KEYS[1] intents, [2] intent details; ARGV[1] nonce. */
+/* KEYS[1] intents, [2] intent details, [3] the gone counter; ARGV[1]
+ * nonce. */
 static struct rconn_script clear_script = RCONN_SCRIPT(
     "redis.call('HDEL', KEYS[2], ARGV[1]) "
+    "redis.call('INCR', KEYS[3]) "
     "return redis.call('ZREM', KEYS[1], ARGV[1])");
 
-/* KEYS[1] stock, [2] epoch, [3] intents, [4] intent details; ARGV[1]
- * nonce, [2] the sale's epoch, [3] qty. The sale will not be in MySQL:
+/* KEYS[1] stock, [2] epoch, [3] intents, [4] intent details, [5] the gone
+ * counter; ARGV[1] nonce, [2] the sale's epoch, [3] qty. The sale will not be in MySQL:
  * its units go back into the state they came from, once -- whoever
  * removes the intent gives back (its own instance, or the settler of a
  * stale one). 1 given, 0 not needed (state lost or another epoch), -1
@@ -24,6 +26,7 @@ static struct rconn_script clear_script = RCONN_SCRIPT(
 static struct rconn_script give_clear_script = RCONN_SCRIPT(
     "if redis.call('ZREM', KEYS[3], ARGV[1]) == 0 then return -1 end "
     "redis.call('HDEL', KEYS[4], ARGV[1]) "
+    "redis.call('INCR', KEYS[5]) "
     "if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end "
     "if (redis.call('GET', KEYS[2]) or '') ~= ARGV[2] then return 0 end "
     "redis.call('INCRBY', KEYS[1], ARGV[3]) "
@@ -49,8 +52,8 @@ static struct rconn_script stale_script = RCONN_SCRIPT(
 void decr_intent_clear(struct redis_shared *redis, const struct decr_intent *in)
 {
     char err[128];
-    const char *argv[3] = {in->zset, in->hash, in->nonce};
-    redisReply *r = rconn_eval(redis->pool, err, sizeof(err), &clear_script, 2, 3, argv);
+    const char *argv[4] = {in->zset, in->hash, in->gone, in->nonce};
+    redisReply *r = rconn_eval(redis->pool, err, sizeof(err), &clear_script, 3, 4, argv);
     freeReplyObject(r);
 }
 
@@ -59,8 +62,8 @@ int decr_give_back(struct redis_shared *redis, const struct rrec *k,
 {
     char err[128], n[24];
     snprintf(n, sizeof(n), "%ld", qty);
-    const char *argv[7] = {k->state, k->epoch, in->zset, in->hash, in->nonce, epoch, n};
-    redisReply *r = rconn_eval(redis->pool, err, sizeof(err), &give_clear_script, 4, 7,
+    const char *argv[8] = {k->state, k->epoch, in->zset, in->hash, in->gone, in->nonce, epoch, n};
+    redisReply *r = rconn_eval(redis->pool, err, sizeof(err), &give_clear_script, 5, 8,
                                argv);
     int given = r && r->type == REDIS_REPLY_INTEGER ? (int)r->integer : -2;
     if (!r)
@@ -153,6 +156,7 @@ void decr_settle_stale(struct redis_shared *redis, const struct rrec *k, struct 
     struct decr_intent in;
     keys_stock_intents(in.zset, sku);
     keys_stock_intent(in.hash, sku);
+    keys_stock_intents_gone(in.gone, sku);
     snprintf(in.nonce, sizeof(in.nonce), "%s", nonce);
     char order[STOCK_ID_MAX + 1] = "", epoch[RREC_EPOCH_MAX] = "";
     long qty = 0;
