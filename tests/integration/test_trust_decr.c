@@ -274,7 +274,7 @@ static void test_decr_audit_exact_under_load(void **state)
     snprintf(u0, sizeof(u0), "%s/inventory/deduct", it.inventory[0]);
     snprintf(u1, sizeof(u1), "%s/inventory/deduct", it.inventory[1]);
     const char *const urls[2] = {u0, u1};
-    struct bg_load b = {.l = {.total = 6000, .clients = 32, .urls = urls, .nurls = 2,
+    struct bg_load b = {.l = {.total = 20000, .clients = 32, .urls = urls, .nurls = 2,
                               .method = "POST",
                               .body_fmt = "{\"sku\":\"Tt-load\",\"order_id\":\"tt-load-%d\","
                                           "\"guard\":\"redis-decr\"}"}};
@@ -299,12 +299,12 @@ static void test_decr_audit_exact_under_load(void **state)
                   audits, wrong, known, b.l.by_status[200]);
     struct it_audit a;
     assert_int_equal(it_audit("Tt-load", &a), 0);
-    assert_int_equal(b.l.by_status[200], 6000);
+    assert_int_equal(b.l.by_status[200], 20000);
     assert_true(audits >= 3);
     assert_int_equal(wrong, 0);
     assert_true(a.consistent);
-    assert_int_equal(a.stock, 100000 - 6000);
-    assert_int_equal(redis_stock("Tt-load"), 100000 - 6000);
+    assert_int_equal(a.stock, 100000 - 20000);
+    assert_int_equal(redis_stock("Tt-load"), 100000 - 20000);
 }
 
 int main(void)
