@@ -177,7 +177,9 @@ compose-test: all
 
 # tests/soak/run: a private stack at half saturation for SOAK_SECONDS (600)
 # after a warm-up; service RSS, file descriptors and Redis keys flat, audit
-# exact; each figure next to its target. Not part of make test.
+# exact; then SOAK_ALT_ROUNDS (3) rounds of redis-stream then redis-decr
+# saturation bursts, every audit exact; each figure next to its target.
+# Not part of make test.
 soak: all
 	$(Q)LAB_BUILD=$(BUILD) SOAK_SECONDS=$(or $(SOAK_SECONDS),600) bash tests/soak/run
 

@@ -89,6 +89,8 @@ struct guard_side {
     long long pending, pending_units; /* answered, not in MySQL yet */
     long long in_flight_units; /* decided in Redis, being written to MySQL
                                 * by a live request (redis-decr) */
+    long long stale_intents;   /* past their write deadline, not settled:
+                                * shown as drift (redis-decr) */
     long long flush_seq;       /* moves whenever sales move to MySQL */
     int flushing;              /* 1: a move may be committing right now */
 };
@@ -194,6 +196,14 @@ struct guard {
      * state in one Redis round trip (one script: the fields agree with
      * each other). Returns 0, or -1 when Redis cannot be read. */
     int (*side)(const struct guard *self, const char *sku, struct guard_side *out);
+    /* Optional, guards whose sales in flight are intents that outlive their
+     * MySQL commit for a moment (redis-decr): `side`, read by the audit
+     * after its MySQL figures, inside the transaction that read them (db,
+     * its snapshot), with in_flight_units counting only the intents whose
+     * sale that snapshot does not hold, and flush_seq moving whenever an
+     * intent goes. Returns 0, or -1 when Redis or MySQL cannot be read. */
+    int (*side_in_snapshot)(const struct guard *self, struct db_conn *db, const char *sku,
+                            struct guard_side *out);
     /* Optional, guards whose side state can hold work of requests that
      * died (redis-decr's intents past their write deadline): settle it for
      * sku, asking MySQL (db) what landed, so the audit reads the side state
@@ -201,6 +211,11 @@ struct guard {
      * next sale. Best effort: returns 0, or -1 when a backend could not be
      * reached (what is left unsettled shows as drift). */
     int (*settle)(const struct guard *self, struct db_conn *db, const char *sku);
+    /* Optional, guards with `settle`: the SKU's last settlements (what,
+     * when, by whom, with what outcome), newest first, as a JSON array
+     * text into buf (len bytes), for the audit to show why its Redis
+     * stock moved. Returns 0, or -1 when it cannot be read ("[]"). */
+    int (*settled)(const struct guard *self, const char *sku, char *buf, size_t len);
     /* Optional, write-behind guards: on=1 holds off the commits of their
      * flushes for a short while (bounded by the guard) so an audit can
      * read Redis and MySQL as one snapshot; on=0 lets them go. Returns 1

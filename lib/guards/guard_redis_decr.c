@@ -10,6 +10,7 @@
 #include "base/util.h"
 #include "guards/core/decr_decide.h"
 #include "guards/core/decr_group.h"
+#include "guards/core/decr_settle.h"
 #include "guards/core/coalesce.h"
 #include "guards/core/lock_fields.h"
 #include "guards/core/redis_reconcile.h"
@@ -17,37 +18,22 @@
 #include "stock/keys.h"
 #include "stock/txn.h"
 
+#include <jansson.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
 
-/* KEYS[1] intents, [2] intent details; ARGV[1] nonce. The sale is in
- * MySQL (or will never be given back by its own instance): forget it. */
-static struct rconn_script clear_script = RCONN_SCRIPT(
-    "redis.call('HDEL', KEYS[2], ARGV[1]) "
-    "return redis.call('ZREM', KEYS[1], ARGV[1])");
-
-/* KEYS[1] stock, [2] epoch, [3] intents, [4] intent details; ARGV[1]
- * nonce, [2] the sale's epoch, [3] qty. The sale will not be in MySQL:
- * its units go back into the state they came from, once -- whoever
- * removes the intent gives back (its own instance, or the settler of a
- * stale one). 1 given, 0 not needed (state lost or another epoch), -1
- * already settled. */
-static struct rconn_script give_clear_script = RCONN_SCRIPT(
-    "if redis.call('ZREM', KEYS[3], ARGV[1]) == 0 then return -1 end "
-    "redis.call('HDEL', KEYS[4], ARGV[1]) "
-    "if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end "
-    "if (redis.call('GET', KEYS[2]) or '') ~= ARGV[2] then return 0 end "
-    "redis.call('INCRBY', KEYS[1], ARGV[3]) "
-    "return 1");
-
-/* KEYS[1] intents, [2] intent details; ARGV the nonces of a group's sales
- * that are in MySQL (at most STOCK_BATCH_MAX): forget them all, in one
- * round trip and two commands. */
+/* KEYS[1] intents, [2] intent details, [3] the gone counter; ARGV the
+ * nonces of a group's sales that are in MySQL (at most STOCK_BATCH_MAX):
+ * forget them all, in one round trip. */
 static struct rconn_script clear_group_script = RCONN_SCRIPT(
     "redis.call('ZREM', KEYS[1], unpack(ARGV)) "
     "redis.call('HDEL', KEYS[2], unpack(ARGV)) "
+    "redis.call('INCR', KEYS[3]) "
     "return #ARGV");
 
 /* KEYS[1] intent details; ARGV[1] an order_id. 1 when a sale of that
@@ -64,10 +50,27 @@ static struct rconn_script in_flight_script = RCONN_SCRIPT(
 /* The shared Redis server, received at init. */
 static struct redis_shared *redis;
 
+/* This process's life among the instance's lives: part of every intent
+ * id, so a restarted instance (same name, its counter from 0 again) never
+ * reuses the id of a sale its previous life left behind. */
+static unsigned long long life_id;
+
+static void pick_life_id(void)
+{
+    if (getrandom(&life_id, sizeof(life_id), GRND_NONBLOCK) == (ssize_t)sizeof(life_id) &&
+        life_id != 0)
+        return;
+    struct timespec ts;   /* no entropy yet: the clock and the pid */
+    clock_gettime(CLOCK_REALTIME, &ts);
+    life_id = ((unsigned long long)ts.tv_sec * 1000000000ULL + (unsigned long long)ts.tv_nsec) ^
+              ((unsigned long long)getpid() << 40);
+}
+
 static int decr_init(const struct guard *self, const struct guard_backends *b, char *err,
                       size_t errlen)
 {
     redis = b->redis;
+    pick_life_id();
     return 0;
 }
 
@@ -116,89 +119,12 @@ static long ack_wait_ms(const struct deduct_req *req)
 
 static void intent_init(struct decr_intent *in, const struct deduct_env *env, const char *sku)
 {
-    snprintf(in->nonce, sizeof(in->nonce), "%.60s-%llu", env->instance,
+    /* at most 48 + 1 + 16 + 1 + 20 characters: fits the ledger's intent */
+    snprintf(in->nonce, sizeof(in->nonce), "%.48s-%016llx-%llu", env->instance, life_id,
              (unsigned long long)atomic_fetch_add(&intent_seq, 1));
     keys_stock_intents(in->zset, sku);
     keys_stock_intent(in->hash, sku);
-}
-
-/* The sale is in MySQL (or its fate is Redis's reconciliation's): forget
- * its intent. A failure leaves it to be settled as stale (the ledger then
- * says it landed). */
-static void intent_clear(const struct decr_intent *in)
-{
-    char err[128];
-    const char *argv[3] = {in->zset, in->hash, in->nonce};
-    redisReply *r = rconn_eval(redis->pool, err, sizeof(err), &clear_script, 2, 3, argv);
-    freeReplyObject(r);
-}
-
-/* The units of a sale that will not be recorded go back, into the state
- * they were taken from only, and its intent goes, in one script. */
-static void give_back(const struct rrec *k, const struct decr_intent *in, const char *epoch,
-                      long qty, const char *sku)
-{
-    char err[128], n[24];
-    snprintf(n, sizeof(n), "%ld", qty);
-    const char *argv[7] = {k->state, k->epoch, in->zset, in->hash, in->nonce, epoch, n};
-    redisReply *r = rconn_eval(redis->pool, err, sizeof(err), &give_clear_script, 4, 7,
-                               argv);
-    if (!r)
-        /* the units stay taken in Redis until the intent is settled as
-         * stale: an undersell for a while, never an oversell */
-        fprintf(stderr, "redis-decr: could not give %ld of %s back: %s\n", qty, sku, err);
-    freeReplyObject(r);
-}
-
-/* Settle an intent past its deadline (its instance died between the Redis
- * decision and the MySQL write, or could not clear it): the sale's write
- * can no longer start (it gives up past that deadline), so the ledger
- * tells: a row for its order_id -> it landed, forget it; none -> give the
- * units back into their epoch. Best effort: a failure leaves it for the
- * next sale. */
-static void settle_stale(const struct rrec *k, struct db_conn *db, const char *sku,
-                         const char *nonce)
-{
-    struct decr_intent in;
-    char err[128];
-    keys_stock_intents(in.zset, sku);
-    keys_stock_intent(in.hash, sku);
-    snprintf(in.nonce, sizeof(in.nonce), "%s", nonce);
-    const char *argv[3] = {"HGET", in.hash, nonce};
-    redisReply *r = rconn_cmd_argv(redis->pool, err, sizeof(err), 3, argv);
-    char order[STOCK_ID_MAX + 1] = "", epoch[RREC_EPOCH_MAX] = "";
-    long qty = 0;
-    int have = 0;
-    if (r && r->type == REDIS_REPLY_STRING) {
-        const char *a = strchr(r->str, '\n'), *b = a ? strchr(a + 1, '\n') : NULL;
-        if (a && b && (size_t)(a - r->str) <= STOCK_ID_MAX &&
-            (size_t)(b - a - 1) < RREC_EPOCH_MAX) {
-            memcpy(order, r->str, (size_t)(a - r->str));
-            memcpy(epoch, a + 1, (size_t)(b - a - 1));
-            qty = atol(b + 1);
-            have = qty > 0;
-        }
-    }
-    int gone = r && r->type == REDIS_REPLY_NIL, read = r != NULL;
-    freeReplyObject(r);
-    if (gone || !have) {
-        if (read)   /* details lost or malformed: nothing to give back */
-            intent_clear(&in);
-        return;
-    }
-    long long one = 0;
-    long long landed = db ? db_run(db, "SELECT 1 FROM ledger WHERE order_id=? LIMIT 1", "s",
-                                   "l", order, &one)
-                          : DB_EUNAVAIL;
-    if (landed < 0)
-        return;
-    if (landed > 0) {
-        intent_clear(&in);
-    } else {
-        give_back(k, &in, epoch, qty, sku);
-        fprintf(stderr, "redis-decr: sale %s of %s (%ld) never reached MySQL: units given back\n",
-                order, sku, qty);
-    }
+    keys_stock_intents_gone(in->gone, sku);
 }
 
 /* How long a sale decided in Redis may take to reach MySQL before a stale
@@ -215,20 +141,21 @@ static long write_window_ms(const struct deduct_req *req)
  * are their own threads' (a give-back, a reconciliation). */
 static void clear_recorded(struct relative_item *items, int n)
 {
-    const char *argv[2 + STOCK_BATCH_MAX];
-    int argc = 2;
-    for (int i = 0; i < n && argc < 2 + STOCK_BATCH_MAX; i++) {
+    const char *argv[3 + STOCK_BATCH_MAX];
+    int argc = 3;
+    for (int i = 0; i < n && argc < 3 + STOCK_BATCH_MAX; i++) {
         const struct decr_intent *in = items[i].ctx;
         if (items[i].rc != 0 || !in)
             continue;
         argv[0] = in->zset;    /* one SKU: the same keys for all */
         argv[1] = in->hash;
+        argv[2] = in->gone;
         argv[argc++] = in->nonce;
     }
-    if (argc == 2)
+    if (argc == 3)
         return;
     char err[128];
-    freeReplyObject(rconn_eval(redis->pool, err, sizeof(err), &clear_group_script, 2, argc, argv));
+    freeReplyObject(rconn_eval(redis->pool, err, sizeof(err), &clear_group_script, 3, argc, argv));
 }
 
 /* Is a sale of order_id an intent in `hash` (on its way to MySQL)? 0 no;
@@ -292,7 +219,8 @@ static void decide_record_many(struct coal_member *const *m, int n, void *ctx)
             continue;
         sale_of(&d->sale, d->req);
         items[nt] = (struct relative_item){.req = &d->sale, .seeds = d->seeds, .res = d->res,
-                                           .ctx = (void *)d->in, .rc = STOCK_NOT_COMMITTED};
+                                           .ctx = (void *)d->in, .intent = d->in->nonce,
+                                           .rc = STOCK_NOT_COMMITTED};
         taken[nt++] = d;
     }
     decr_group_record_many(c->guard_name, c->env, items, nt, clear_recorded);
@@ -348,7 +276,7 @@ static int redis_decr_deduct(const struct guard *self, const struct deduct_env *
             return 0;
     }
     if (stale[0])
-        settle_stale(&k, env->db, req->sku, stale);
+        decr_settle_stale(redis, &k, env->db, req->sku, stale, "sale");
     if (left == -2) {   /* lost again between the reload and our retry */
         res->outcome = DEDUCT_UNAVAILABLE;
         snprintf(res->detail, sizeof(res->detail),
@@ -381,7 +309,7 @@ static int redis_decr_deduct(const struct guard *self, const struct deduct_env *
     if (acks_of(req) > 0 && acked < acks_of(req)) {
         char why[160];
         snprintf(why, sizeof(why), "%s", res->detail);
-        give_back(&k, &in, epoch, req->qty, req->sku);
+        decr_give_back(redis, &k, &in, epoch, req->qty, req->sku);
         res->outcome = DEDUCT_UNAVAILABLE;
         snprintf(res->detail, sizeof(res->detail),
                  "replicas_ack: the sale reached %lld of %d replica(s) within %ld ms; undone, "
@@ -401,10 +329,10 @@ static int redis_decr_deduct(const struct guard *self, const struct deduct_env *
          * also land after a reconciliation already counted these units as
          * unsold. */
         if (stock_past_deadline(req, res)) {
-            give_back(&k, &in, epoch, req->qty, req->sku);
+            decr_give_back(redis, &k, &in, epoch, req->qty, req->sku);
             return 0;
         }
-        rc = decr_group_record(self->name, env, req, seeds, &in, clear_recorded, res);
+        rc = decr_group_record(self->name, env, req, seeds, &in, in.nonce, clear_recorded, res);
     }
     /* Refused: the units go back into their epoch. Floor refusal or a
      * COMMIT with no known outcome: Redis is reconciled from MySQL instead,
@@ -415,7 +343,7 @@ static int redis_decr_deduct(const struct guard *self, const struct deduct_env *
     if (rc == 0)
         return 0;              /* in MySQL, its intent forgotten with its group's */
     if (rc == STOCK_NOT_COMMITTED) {
-        give_back(&k, &in, epoch, req->qty, req->sku);
+        decr_give_back(redis, &k, &in, epoch, req->qty, req->sku);
         return 0;
     }
     if (rc == STOCK_DIVERGED || rc == STOCK_COMMIT_UNKNOWN || rc == STOCK_RESEEDED) {
@@ -426,7 +354,7 @@ static int redis_decr_deduct(const struct guard *self, const struct deduct_env *
             return 0;
         }
     }
-    intent_clear(&in);
+    decr_intent_clear(redis, &in);
     return 0;
 }
 
@@ -496,75 +424,127 @@ static int redis_decr_describe(const struct guard *self, const char *sku,
     return 0;
 }
 
-/* KEYS[1] intents; ARGV[1] at most this many. The nonces of the intents
- * past their write deadline. */
-static struct rconn_script stale_script = RCONN_SCRIPT(
-    "local t = redis.call('TIME') "
-    "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) "
-    "return redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[1]))");
-
-/* Stale intents settled per audit: more wait for the next audit or sale. */
-#define SETTLE_MAX 64
-
 /* guard.h `settle`: every intent of sku past its deadline (a dead
  * instance's sale) is settled now, the ledger telling whether it landed,
  * so an idle SKU's Redis stock equals MySQL's without waiting for a sale. */
 static int redis_decr_settle(const struct guard *self, struct db_conn *db, const char *sku)
 {
     struct rrec k;
-    char zset[KEYS_MAX], err[128], max[16];
     rrec_keys(&k, sku);
-    keys_stock_intents(zset, sku);
-    snprintf(max, sizeof(max), "%d", SETTLE_MAX);
-    const char *argv[2] = {zset, max};
-    redisReply *r = rconn_eval(redis->pool, err, sizeof(err), &stale_script, 1, 2, argv);
-    if (!r)
-        return -1;
-    int ok = r->type == REDIS_REPLY_ARRAY;
-    for (size_t i = 0; ok && i < r->elements; i++)
-        if (r->element[i]->type == REDIS_REPLY_STRING && r->element[i]->len < 96)
-            settle_stale(&k, db, sku, r->element[i]->str);
-    freeReplyObject(r);
-    return ok ? 0 : -1;
+    return decr_settle_all(redis, &k, db, sku, "audit");
 }
 
-/* KEYS[1] stock, [2] intents, [3] intent details. {has stock, stock,
- * units of the intents still within their deadline}: sales on their way
- * to MySQL. A stale intent is not counted: the audit settles those first
- * (redis_decr_settle); one it could not settle shows as drift. */
+/* KEYS[1] stock, [2] intents, [3] intent details, [4] the gone counter;
+ * ARGV[1] "1" to list the live intents. {has stock, stock, units of the
+ * intents still within their deadline, intents past it, the gone counter,
+ * then (listed) per live intent its nonce and details}: sales on their
+ * way to MySQL. A stale intent is not counted: the audit settles those
+ * first (redis_decr_settle); one it could not settle shows as drift (and
+ * in the count). */
 static struct rconn_script side_script = RCONN_SCRIPT(
     "local v = redis.call('GET', KEYS[1]) "
     "local t = redis.call('TIME') "
     "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) "
     "local live = redis.call('ZRANGEBYSCORE', KEYS[2], '(' .. now, '+inf') "
-    "local units = 0 "
+    "local units, list = 0, {} "
     "for _, n in ipairs(live) do "
     "  local d = redis.call('HGET', KEYS[3], n) "
-    "  if d then units = units + (tonumber(string.match(d, '([^\\n]*)$')) or 0) end "
+    "  if d then "
+    "    units = units + (tonumber(string.match(d, '([^\\n]*)$')) or 0) "
+    "    if ARGV[1] == '1' then list[#list + 1] = n list[#list + 1] = d end "
+    "  end "
     "end "
-    "return {v and 1 or 0, tonumber(v or '0'), units}");
+    "local out = {v and 1 or 0, tonumber(v or '0'), units, "
+    "             redis.call('ZCARD', KEYS[2]) - #live, "
+    "             tonumber(redis.call('GET', KEYS[4]) or '0')} "
+    "for _, x in ipairs(list) do out[#out + 1] = x end "
+    "return out");
+
+#define SIDE_FIELDS 5
+
+/* side_script's reply into out; NULL unless it has the expected shape. */
+static redisReply *side_read(const char *sku, int list, struct guard_side *out)
+{
+    char key[KEYS_MAX], zset[KEYS_MAX], hash[KEYS_MAX], gone[KEYS_MAX], err[128];
+    keys_stock(key, sku);
+    keys_stock_intents(zset, sku);
+    keys_stock_intent(hash, sku);
+    keys_stock_intents_gone(gone, sku);
+    const char *argv[5] = {key, zset, hash, gone, list ? "1" : "0"};
+    redisReply *r = rconn_eval(redis->pool, err, sizeof(err), &side_script, 4, 5, argv);
+    int ok = r && r->type == REDIS_REPLY_ARRAY && r->elements >= SIDE_FIELDS;
+    for (size_t i = 0; ok && i < SIDE_FIELDS; i++)
+        ok = r->element[i]->type == REDIS_REPLY_INTEGER;
+    if (!ok) {
+        freeReplyObject(r);
+        return NULL;
+    }
+    out->has_stock = r->element[0]->integer == 1;
+    out->stock = r->element[1]->integer;
+    out->in_flight_units = r->element[2]->integer;
+    out->stale_intents = r->element[3]->integer;
+    out->flush_seq = r->element[4]->integer;
+    return r;
+}
 
 /* The audit's read (guard.h `side`). */
 static int redis_decr_side(const struct guard *self, const char *sku, struct guard_side *out)
 {
-    char key[KEYS_MAX], zset[KEYS_MAX], hash[KEYS_MAX], err[128];
-    keys_stock(key, sku);
-    keys_stock_intents(zset, sku);
-    keys_stock_intent(hash, sku);
-    const char *argv[3] = {key, zset, hash};
-    redisReply *r = rconn_eval(redis->pool, err, sizeof(err), &side_script, 3, 3, argv);
+    redisReply *r = side_read(sku, 0, out);
+    freeReplyObject(r);
+    return r ? 0 : -1;
+}
+
+/* The units of the listed live intents (nonce, "order_id\nepoch\nqty"
+ * pairs from element `from` on) whose sale db's snapshot holds: their
+ * ledger row, with their intent id. Negative DB_E* on failure. */
+static long long landed_units(struct db_conn *db, const redisReply *r, size_t from)
+{
+    json_t *arr = json_array();
+    for (size_t i = from; arr && i + 1 < r->elements; i += 2) {
+        const redisReply *n = r->element[i], *d = r->element[i + 1];
+        const char *nl = d->type == REDIS_REPLY_STRING ? memchr(d->str, '\n', d->len) : NULL;
+        if (n->type == REDIS_REPLY_STRING && nl)
+            json_array_append_new(arr, json_pack("[s%,s]", d->str, (size_t)(nl - d->str),
+                                                 n->str));
+    }
+    char *json = arr && json_array_size(arr) ? json_dumps(arr, JSON_COMPACT) : NULL;
+    json_decref(arr);
+    if (!json)
+        return 0;
+    long long units = 0;
+    long long n = db_run(db, "SELECT CAST(COALESCE(SUM(l.qty), 0) AS SIGNED) FROM JSON_TABLE(?, "
+                             "'$[*]' COLUMNS (o VARCHAR(64) CHARACTER SET ascii PATH '$[0]', "
+                             "t VARCHAR(96) CHARACTER SET ascii PATH '$[1]')) AS j JOIN ledger l "
+                             "ON l.order_id = j.o COLLATE ascii_bin AND l.intent = j.t COLLATE ascii_bin",
+                         "s", "l", json, &units);
+    json_free_t free_fn;
+    json_get_alloc_funcs(NULL, &free_fn);
+    free_fn(json);
+    return n < 0 ? n : units;
+}
+
+/* guard.h `side_in_snapshot`: `side`, with the live intents whose sale the
+ * audit's MySQL snapshot already holds (committed, not yet forgotten) not
+ * counted as in flight. */
+static int redis_decr_side_in_snapshot(const struct guard *self, struct db_conn *db,
+                                       const char *sku, struct guard_side *out)
+{
+    redisReply *r = side_read(sku, 1, out);
     if (!r)
         return -1;
-    int ok = r->type == REDIS_REPLY_ARRAY && r->elements == 3;
-    for (size_t i = 0; ok && i < 3; i++)
-        ok = r->element[i]->type == REDIS_REPLY_INTEGER;
-    if (ok) {
-        out->has_stock = r->element[0]->integer == 1;
-        out->stock = r->element[1]->integer;
-        out->in_flight_units = r->element[2]->integer;
-    }
+    long long landed = landed_units(db, r, SIDE_FIELDS);
     freeReplyObject(r);
-    return ok ? 0 : -1;
+    if (landed < 0)
+        return -1;
+    out->in_flight_units -= landed;
+    return 0;
+}
+
+/* The audit's account of the settlements (guard.h `settled`). */
+static int redis_decr_settled(const struct guard *self, const char *sku, char *buf, size_t len)
+{
+    return decr_settled_json(redis, sku, buf, len);
 }
 
 /* replicas_ack (lock_fields.h's row; the other lock options mean nothing
@@ -585,7 +565,9 @@ const struct guard guard_redis_decr = {
     .release = redis_decr_release,
     .describe = redis_decr_describe,
     .side = redis_decr_side,
+    .side_in_snapshot = redis_decr_side_in_snapshot,
     .settle = redis_decr_settle,
+    .settled = redis_decr_settled,
     .fields = decr_fields,
     .nfields = sizeof(decr_fields) / sizeof(decr_fields[0]),
     .opts_size = sizeof(struct lock_req_opts),

@@ -2,7 +2,15 @@
 #ifndef LAB_AUDIT_H
 #define LAB_AUDIT_H
 
+#include <stddef.h>
+
 #define AUDIT_SIDES_MAX 8
+/* The audit's evidence texts: the settlements a guard reports (JSON array
+ * text) and the order ids of the ledger rows without a stock move (at most
+ * AUDIT_UNMOVED_ROWS ids of up to 64 characters, comma-separated). */
+#define AUDIT_SETTLED_MAX 4096
+#define AUDIT_UNMOVED_ROWS 20
+#define AUDIT_UNMOVED_MAX (AUDIT_UNMOVED_ROWS * 65 + 1)
 
 struct audit {
     long long initial;       /* stock set by the last seed */
@@ -21,11 +29,37 @@ struct audit {
     int drift_known;
     long long drift;
     int nsides;
-    struct { const char *guard; long long drift; } side[AUDIT_SIDES_MAX];
+    /* each drift's terms: drift = redis_stock - (stock - pending_units -
+     * in_flight_units); stale_intents: sales past their write deadline it
+     * could not settle (counted in drift, not in flight) */
+    struct {
+        const char *guard;
+        long long drift, redis_stock, pending_units, in_flight_units, stale_intents;
+    } side[AUDIT_SIDES_MAX];
+    /* Why Redis moved without a sale: the settlements of sales their
+     * instance never answered, as the guard recorded them (JSON array
+     * text, newest first; "[]" none). */
+    char settled[AUDIT_SETTLED_MAX];
+    /* Ledger rows without a stock move (read only while lost_updates is
+     * not 0): the order ids of unreleased rows whose `remaining` repeats an
+     * earlier unreleased row's, oldest first, comma-separated ("" none). */
+    char unmoved[AUDIT_UNMOVED_MAX];
+    /* Settlements that gave a sale's units back as never landed while the
+     * ledger holds that very sale (its order_id with its intent id): its
+     * write committed after it was settled, one unit apart per unit.
+     * Their order ids, comma-separated ("" none; read only while the audit
+     * is inconsistent). */
+    char landed_late[AUDIT_UNMOVED_MAX];
 };
 
 /* Derive oversold, lost_updates and consistent from initial, stock, sold
  * (and drift, when drift_known). */
 void audit_compute(struct audit *a);
+
+/* Why the audit is inconsistent, in words, into buf (len bytes): each
+ * cause (oversold, lost updates and their order ids, stock below zero,
+ * every guard's drift with its terms); "" when consistent. Pure: reads
+ * only a (audit_compute done). */
+void audit_why(const struct audit *a, char *buf, size_t len);
 
 #endif

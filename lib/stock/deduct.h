@@ -11,6 +11,9 @@
 
 #define STOCK_SKU_MAX 64
 #define STOCK_ID_MAX 64
+/* A ledger row's `intent`: the id its writer gave the sale (redis-decr's
+ * intent nonce), VARCHAR(96) in sql/006_ledger_intent.sql. */
+#define STOCK_INTENT_MAX 95
 
 /* One validated deduction request: what every sale has, whatever guard
  * protects it. Options of one guard (lock_ttl_ms, watchdog, fencing, ...)

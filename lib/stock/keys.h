@@ -48,6 +48,21 @@ static inline void keys_stock_intent(char out[KEYS_MAX], const char *sku)
     snprintf(out, KEYS_MAX, "stock:{%s}:intent", sku);
 }
 
+/* redis-decr: a counter that moves whenever an intent of SKU goes (its
+ * sale landed, was given back, or was settled): the audit reads Redis and
+ * MySQL as one snapshot only while it stands still. */
+static inline void keys_stock_intents_gone(char out[KEYS_MAX], const char *sku)
+{
+    snprintf(out, KEYS_MAX, "stock:{%s}:intents_gone", sku);
+}
+
+/* redis-decr's last settlements of stale intents of SKU, newest first (a
+ * capped list of JSON objects, kept a day): the audit shows them. */
+static inline void keys_stock_settled(char out[KEYS_MAX], const char *sku)
+{
+    snprintf(out, KEYS_MAX, "stock:{%s}:settled", sku);
+}
+
 /* redis-decr: the MySQL row's `seeds` (reseed count) the Redis stock was
  * written from, set with it by every seed and reload: a sale decided on
  * that stock may only land in MySQL while the row still has it. */

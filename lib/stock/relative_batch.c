@@ -51,9 +51,9 @@ static char *rows_json(struct relative_item **take, int n, const long long *rema
 {
     json_t *arr = json_array();
     for (int i = 0; arr && i < n; i++) {
-        json_t *o = json_pack("[s,s,I,I,s]", take[i]->req->order_id, take[i]->req->sku,
+        json_t *o = json_pack("[s,s,I,I,s,s?]", take[i]->req->order_id, take[i]->req->sku,
                               (json_int_t)take[i]->req->qty, (json_int_t)remaining[i],
-                              instance);
+                              instance, take[i]->intent);
         if (!o || json_array_append_new(arr, o) != 0) {
             json_decref(arr);
             return NULL;
@@ -130,13 +130,14 @@ static int fast_round(const char *guard_name, const struct deduct_env *env,
     if (m > 0)
         /* As store_ledger_insert_rows: inside a transaction only (a
          * Galera abort between statements must not let it run alone). */
-        m = db_run(env->db, "INSERT INTO ledger (order_id, sku, qty, remaining, guard, instance) "
-                   "SELECT j.o, j.s, j.q, @lab_left + j.r, ?, j.i FROM JSON_TABLE(?, '$[*]' COLUMNS ("
+        m = db_run(env->db, "INSERT INTO ledger (order_id, sku, qty, remaining, guard, instance, intent) "
+                   "SELECT j.o, j.s, j.q, @lab_left + j.r, ?, j.i, j.t FROM JSON_TABLE(?, '$[*]' COLUMNS ("
                    "o VARCHAR(64) CHARACTER SET ascii PATH '$[0]' ERROR ON EMPTY, "
                    "s VARCHAR(64) CHARACTER SET ascii PATH '$[1]' ERROR ON EMPTY, "
                    "q BIGINT PATH '$[2]' ERROR ON EMPTY, "
                    "r BIGINT PATH '$[3]' ERROR ON EMPTY, "
                    "i VARCHAR(64) PATH '$[4]' ERROR ON EMPTY, "
+                   "t VARCHAR(96) CHARACTER SET ascii PATH '$[5]', "
                    "n FOR ORDINALITY)) AS j WHERE @@in_transaction = 1 ORDER BY j.n "
                    "RETURNING @lab_left",
                    "ss", "l", guard_name, json, &left);
@@ -251,6 +252,16 @@ static int finish(const char *guard_name, const struct deduct_env *env,
         failed(env, take, ntake, (int)m);
         return 1;
     }
+    /* The deadline again, now that the row is ours until the COMMIT: the
+     * stock write may have waited on the row lock past it (lock_wait_ms
+     * allows longer than a decided sale's deadline), and a sale past it is
+     * settled by others as never landed. Rolled back, the next round
+     * answers the late ones and takes the rest. */
+    for (int k = 0; k < ntake; k++)
+        if (deduct_expired(take[k]->req)) {
+            db_rollback(env->db);
+            return 1;
+        }
     struct deduct_res commit;
     memset(&commit, 0, sizeof(commit));
     int c = stock_commit_sale(env, take[0]->req, guard_name, &commit);

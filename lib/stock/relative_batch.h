@@ -15,6 +15,10 @@ struct relative_item {
     int rc;                    /* filled: 0 sold, or an enum stock_commit */
     int answered;              /* 1 once res and rc are final (caller sets 0) */
     void *ctx;                 /* the caller's, untouched */
+    /* the caller's id of this sale (at most STOCK_INTENT_MAX), kept in its
+     * ledger row's `intent`: who settles a sale its caller never answered
+     * can tell it from another sale of the same order_id. NULL: none */
+    const char *intent;
 };
 
 /* Record items[0..n-1] (n <= STOCK_BATCH_MAX, one SKU, arrival order) on
@@ -27,7 +31,12 @@ struct relative_item {
  * STOCK_NOT_COMMITTED: this request recorded nothing; the others go on in
  * another round. One COMMIT for all: a lost reply is resolved once, by the
  * first taken item's ledger row (STOCK_COMMITTED / NOT_COMMITTED /
- * COMMIT_UNKNOWN for every taken item). Every item is answered on return. */
+ * COMMIT_UNKNOWN for every taken item). The deadlines are checked again
+ * right before the COMMIT, with the row locked: a group that waited on
+ * the lock past one of them is rolled back (that item answered
+ * DEDUCT_DEADLINE, the others tried again), so a sale never lands after
+ * its deadline, whoever took the lock first. Every item is answered on
+ * return. */
 void stock_record_relative_batch(const char *guard_name, const struct deduct_env *env,
                                  struct relative_item *items, int n);
 

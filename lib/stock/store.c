@@ -200,6 +200,23 @@ int store_audit(struct db_conn *db, const char *sku, long long *initial,
     return n < 0 ? (int)n : n > 0;
 }
 
+int store_unmoved_orders(struct db_conn *db, const char *sku, int max, char *buf, size_t len)
+{
+    long long n = 0;
+    buf[0] = '\0';
+    /* one row back (db_run reads the first): the ids joined; the earliest
+     * row of each repeated `remaining` is the one that moved the stock */
+    long long rc = db_run(db, "SELECT COUNT(*), COALESCE(GROUP_CONCAT(x.order_id ORDER BY x.id "
+                              "SEPARATOR ','), '') FROM (SELECT l.order_id, l.id FROM ledger l "
+                              "JOIN (SELECT remaining, MIN(id) AS first FROM ledger "
+                              "WHERE sku=? AND released=0 GROUP BY remaining "
+                              "HAVING COUNT(*) > 1) d ON l.remaining = d.remaining "
+                              "AND l.id > d.first WHERE l.sku=? AND l.released=0 "
+                              "ORDER BY l.id LIMIT ?) x",
+                          "ssi", "ls", sku, sku, max, &n, buf, len);
+    return rc < 0 ? (int)rc : (int)n;
+}
+
 int store_info(struct db_conn *db, const char *sku, long long *stock,
                long long *version, long long *initial, int *segments)
 {
@@ -255,13 +272,14 @@ long long store_ledger_insert_rows(struct db_conn *db, const char *rows, const c
     /* One statement whatever the row count: the rows travel as one JSON
      * parameter, so the prepared statement (and its cache slot) is one.
      * Inside a transaction only, as store_ledger_insert. */
-    return ledger_refused(db, db_run(db, "INSERT INTO ledger (order_id, sku, qty, remaining, guard, instance) "
-                      "SELECT j.o, j.s, j.q, j.r, ?, j.i FROM JSON_TABLE(?, '$[*]' COLUMNS ("
+    return ledger_refused(db, db_run(db, "INSERT INTO ledger (order_id, sku, qty, remaining, guard, instance, intent) "
+                      "SELECT j.o, j.s, j.q, j.r, ?, j.i, j.t FROM JSON_TABLE(?, '$[*]' COLUMNS ("
                       "o VARCHAR(64) CHARACTER SET ascii PATH '$[0]' ERROR ON EMPTY, "
                       "s VARCHAR(64) CHARACTER SET ascii PATH '$[1]' ERROR ON EMPTY, "
                       "q BIGINT PATH '$[2]' ERROR ON EMPTY, "
                       "r BIGINT PATH '$[3]' ERROR ON EMPTY, "
                       "i VARCHAR(64) PATH '$[4]' ERROR ON EMPTY, "
+                      "t VARCHAR(96) CHARACTER SET ascii PATH '$[5]', "
                       "n FOR ORDINALITY)) AS j WHERE @@in_transaction = 1 ORDER BY j.n",
                   "ss", "", guard, rows));
 }

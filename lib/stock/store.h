@@ -79,6 +79,14 @@ int store_seed(struct db_conn *db, const char *sku, long long stock, int segment
 /* Remove a SKU and its ledger (benchmark clean-up). Returns 0 or a
  * negative DB_E* code. */
 int store_remove(struct db_conn *db, const char *sku);
+/* The order ids of sku's ledger rows without a stock move, as the audit
+ * names them: unreleased rows whose `remaining` repeats an earlier
+ * unreleased row's (two sales that read the same stock and wrote the same
+ * value: the later moved nothing), oldest first, at most `max`,
+ * comma-separated into buf ("" none). Reads every unreleased row of the
+ * SKU: run it only when the audit found lost updates. Returns the ids
+ * listed, or a negative DB_E* code. */
+int store_unmoved_orders(struct db_conn *db, const char *sku, int max, char *buf, size_t len);
 /* Audit inputs: initial, stock, units sold (unreleased ledger rows). */
 int store_audit(struct db_conn *db, const char *sku, long long *initial,
                 long long *stock, long long *sold);
@@ -108,7 +116,8 @@ int store_lock_row_id(struct db_conn *db, const char *name, const char *owner,
 
 /* Insert a batch of ledger rows in one statement, in array order: `rows` is a JSON array of
  * [order_id, sku, qty, remaining, instance] (MariaDB/MySQL JSON_TABLE),
- * all under `guard`. Returns the rows inserted, DB_EDUP when any order_id
+ * plus, optionally, the sale's intent id (the row's `intent`; absent or
+ * null: NULL), all under `guard`. Returns the rows inserted, DB_EDUP when any order_id
  * is already there (nothing inserted), or a negative DB_E* code. */
 long long store_ledger_insert_rows(struct db_conn *db, const char *rows, const char *guard);
 /* One ledger row, skipped when its order_id is there: 1 inserted, 0 not,

@@ -365,6 +365,48 @@ static void add_cluster_view(const struct cluster_audit *cap, int n, json_t *j)
         json_object_set_new(j, "consistent", json_false());
 }
 
+/* The order ids of a comma-separated audit list as a JSON array. */
+static json_t *order_ids(const char *csv)
+{
+    char ids[AUDIT_UNMOVED_MAX];
+    json_t *arr = json_array();
+    snprintf(ids, sizeof(ids), "%s", csv);
+    for (char *save = NULL, *id = strtok_r(ids, ",", &save); arr && id;
+         id = strtok_r(NULL, ",", &save))
+        json_array_append_new(arr, json_string(id));
+    return arr ? arr : json_null();
+}
+
+/* Why the audit says what it says: `why` (words, null when consistent),
+ * each drift's terms, the settlements that moved Redis without a sale
+ * (and those the ledger contradicts), the ledger rows without a stock
+ * move. Called last: a cluster that did not converge has made
+ * `consistent` false already. */
+static void add_audit_why(const struct audit *a, json_t *j)
+{
+    char why[2048];
+    audit_why(a, why, sizeof(why));
+    if (!why[0] && json_is_false(json_object_get(j, "consistent")))
+        snprintf(why, sizeof(why), "the cluster's nodes did not converge (see nodes)");
+    json_object_set_new(j, "why", why[0] ? json_string(why) : json_null());
+    json_t *detail = json_object();
+    for (int i = 0; detail && i < a->nsides; i++)
+        json_object_set_new(detail, a->side[i].guard,
+                            json_pack("{s:I,s:I,s:I,s:I,s:I}", "redis_stock",
+                                      (json_int_t)a->side[i].redis_stock, "mysql_stock",
+                                      (json_int_t)a->stock, "pending_units",
+                                      (json_int_t)a->side[i].pending_units, "in_flight_units",
+                                      (json_int_t)a->side[i].in_flight_units, "stale_intents",
+                                      (json_int_t)a->side[i].stale_intents));
+    json_object_set_new(j, "drift_terms", detail ? detail : json_null());
+    json_t *settled = json_loads(a->settled, 0, NULL);
+    json_object_set_new(j, "settled_intents", json_is_array(settled) ? settled : json_array());
+    if (settled && !json_is_array(settled))
+        json_decref(settled);
+    json_object_set_new(j, "unmoved_orders", order_ids(a->unmoved));
+    json_object_set_new(j, "landed_late", order_ids(a->landed_late));
+}
+
 static void route_audit(void *app, struct route_call *call, const struct http_req *req,
                         struct http_resp *resp)
 {
@@ -411,6 +453,7 @@ static void route_audit(void *app, struct route_call *call, const struct http_re
         json_object_set_new(j, "drift_by_guard", by ? by : json_null());
         if (c->mysql_nodes[0])
             add_cluster_view(&ca, ncluster, j);
+        add_audit_why(&a, j);
     }
     http_json(resp, 200, j);
 }

@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <stdio.h>
 #include <string.h>
 
 #include "stock/audit.h"
@@ -77,11 +78,54 @@ static void test_audit_drift(void **state)
     assert_true(a.consistent);
 }
 
+/* audit_why: nothing when consistent; each cause in words with its
+ * numbers when not (the drift with its terms, the rows without a stock
+ * move), and a buffer too small stays a string. */
+static void test_audit_why(void **state)
+{
+    (void)state;
+    char why[512];
+    struct audit a = {.initial = 10, .stock = 9, .sold = 1, .drift_known = 1, .nsides = 1};
+    a.side[0].guard = "redis-decr";
+    a.side[0].redis_stock = 9;
+    audit_compute(&a);
+    audit_why(&a, why, sizeof(why));
+    assert_string_equal(why, "");
+    a.side[0].redis_stock = 10;
+    a.side[0].drift = a.drift = 1;
+    audit_compute(&a);
+    audit_why(&a, why, sizeof(why));
+    assert_string_equal(why, "redis-decr drift +1: Redis 10, MySQL 9 - 0 pending - 0 in flight");
+    a.side[0].drift = a.drift = 0;
+    a.sold = 3;    /* two sales the stock row never saw */
+    snprintf(a.unmoved, sizeof(a.unmoved), "o-2,o-3");
+    audit_compute(&a);
+    audit_why(&a, why, sizeof(why));
+    assert_string_equal(why, "lost_updates 2: the ledger holds 3 unit(s), the stock moved 1 "
+                             "(rows without a stock move: o-2,o-3)");
+    a.sold = 1;    /* a sale given back by a settler, then committed */
+    a.unmoved[0] = '\0';
+    a.side[0].drift = a.drift = 1;
+    snprintf(a.landed_late, sizeof(a.landed_late), "o-5");
+    audit_compute(&a);
+    audit_why(&a, why, sizeof(why));
+    assert_string_equal(why, "given back as never landed, yet in the ledger (their write "
+                             "committed after the settlement): o-5; redis-decr drift +1: "
+                             "Redis 10, MySQL 9 - 0 pending - 0 in flight");
+    a.sold = 3;
+    snprintf(a.unmoved, sizeof(a.unmoved), "o-2,o-3");
+    audit_compute(&a);
+    char tiny[8];
+    audit_why(&a, tiny, sizeof(tiny));
+    assert_string_equal(tiny, "lost_up");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_audit_table),
         cmocka_unit_test(test_audit_drift),
+        cmocka_unit_test(test_audit_why),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

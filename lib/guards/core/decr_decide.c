@@ -11,7 +11,7 @@
  * the MySQL seeds the stock was written from; ARGV[1] qty, [2] nonce, [3]
  * order_id, [4] ms the write may take. {-2}: key missing (Redis lost it,
  * or it is of an older generation: dropped, see RREC_LUA_GEN); {-1,
- * stale}: not enough; else {new stock, epoch, stale, seeds}: the epoch the
+ * stale, stock}: not enough (stock: what is left); else {new stock, epoch, stale, seeds}: the epoch the
  * sale was decided in (for a give-back, redis_reconcile.h), the seeds its
  * MySQL write must still find ("" unknown: a state written before seeds
  * were kept), and the sale is recorded as an intent until its write is
@@ -29,7 +29,7 @@ static struct rconn_script decr_script = RCONN_SCRIPT(
     "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) "
     "local old = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now, 'LIMIT', 0, 1) "
     "local stale = old[1] or '' "
-    "if tonumber(v) < tonumber(ARGV[1]) then return {-1, stale} end "
+    "if tonumber(v) < tonumber(ARGV[1]) then return {-1, stale, tonumber(v)} end "
     "local left = redis.call('DECRBY', KEYS[1], ARGV[1]) "
     "redis.call('ZADD', KEYS[3], now + tonumber(ARGV[4]), ARGV[2]) "
     "redis.call('HSET', KEYS[4], ARGV[2], ARGV[3] .. '\\n' .. ep .. '\\n' .. ARGV[1]) "
@@ -39,7 +39,8 @@ static struct rconn_script decr_script = RCONN_SCRIPT(
  * instance that reach Redis at the same time): KEYS as decr_script; ARGV
  * per sale: qty, nonce, order_id, ms the write may take. {-2} as
  * decr_script; else {epoch, stale, seeds, then per sale in order: its new
- * stock, or -1 not enough}. Each sale taken is an intent, as one alone. */
+ * stock (>= 0), or not enough: -1 - the stock left then (< 0)}. Each sale
+ * taken is an intent, as one alone. */
 static struct rconn_script decide_many_script = RCONN_SCRIPT(
     RREC_LUA_GEN
     "local g = redis.call('MGET', KEYS[1], KEYS[2], KEYS[5]) "
@@ -56,7 +57,7 @@ static struct rconn_script decide_many_script = RCONN_SCRIPT(
     "local z, h = {}, {} "
     "for i = 1, #ARGV, 4 do "
     "  local q = tonumber(ARGV[i]) "
-    "  if left < q then out[#out + 1] = -1 else "
+    "  if left < q then out[#out + 1] = -1 - left else "
     "    left = left - q "
     "    out[#out + 1] = left "
     "    z[#z + 1] = now + tonumber(ARGV[i + 3]) "
@@ -97,9 +98,11 @@ long long decr_decrement(struct redis_shared *redis, const struct rrec *k,
         r->element[0]->type == REDIS_REPLY_INTEGER) {
         left = r->element[0]->integer;
         const redisReply *st = left >= 0 && r->elements == 4 ? r->element[2]
-                               : left == -1 && r->elements == 2 ? r->element[1] : NULL;
+                               : left == -1 && r->elements == 3 ? r->element[1] : NULL;
         if (st && st->type == REDIS_REPLY_STRING)
             snprintf(stale, 96, "%s", st->str);
+        if (left == -1 && r->elements == 3 && r->element[2]->type == REDIS_REPLY_INTEGER)
+            res->remaining = r->element[2]->integer;   /* out_of_stock's "has N left" */
         if (left >= 0 && r->elements == 4) {
             rrec_epoch_copy(epoch, r->element[1]);
             const redisReply *sd = r->element[3];
@@ -163,6 +166,10 @@ static void decide_many(struct coal_member *const *m, int n, void *ctx)
                      r ? "unexpected reply from the decrement script" : err);
         } else {
             d->left = r->element[3 + i]->integer;
+            if (d->left < 0) {   /* not enough: out_of_stock's "has N left" */
+                d->res->remaining = -1 - d->left;
+                d->left = -1;
+            }
             rrec_epoch_copy(d->epoch, r->element[0]);
             if (i == 0)
                 snprintf(d->stale, sizeof(d->stale), "%.*s", (int)r->element[1]->len,

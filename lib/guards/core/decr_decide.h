@@ -13,10 +13,10 @@
 /* Most decisions per script call. */
 #define DECR_DECIDE_MAX 128
 
-/* A sale's intent: its nonce and keys. */
+/* A sale's intent: its nonce and keys (gone: keys_stock_intents_gone). */
 struct decr_intent {
     char nonce[96];
-    char zset[KEYS_MAX], hash[KEYS_MAX];
+    char zset[KEYS_MAX], hash[KEYS_MAX], gone[KEYS_MAX];
 };
 
 /* One sale's decision in a group. */
@@ -37,9 +37,10 @@ struct decr_decision {
 
 /* One run of the decrement script for req alone, with replicas_ack
  * `acks` waited up to wait_ms (*acked: replicas reached): the new stock
- * (>= 0), -1 not enough, -2 key missing, -3 failure (res filled). *epoch
- * receives the epoch, *seeds the MySQL seeds of the stock (-1 unknown),
- * stale the nonce of an intent past its deadline ("" none). */
+ * (>= 0), -1 not enough (res->remaining: the stock left), -2 key
+ * missing, -3 failure (res filled). *epoch receives the epoch, *seeds the
+ * MySQL seeds of the stock (-1 unknown), stale the nonce of an intent past
+ * its deadline ("" none). */
 long long decr_decrement(struct redis_shared *redis, const struct rrec *k,
                          const struct decr_intent *in, const struct deduct_req *req,
                          long write_ms, int acks, long wait_ms, char epoch[RREC_EPOCH_MAX],

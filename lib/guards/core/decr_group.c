@@ -50,13 +50,13 @@ void decr_group_record_many(const char *guard_name, const struct deduct_env *env
 
 int decr_group_record(const char *guard_name, const struct deduct_env *env,
                       const struct deduct_req *req, long long seeds, void *ctx,
-                      decr_group_done_fn done, struct deduct_res *res)
+                      const char *intent, decr_group_done_fn done, struct deduct_res *res)
 {
     /* rc stays NOT_COMMITTED unless a run answers it: a sale that expired
      * in the queue (coal_submit answered it deadline_exceeded) wrote
      * nothing. */
     struct relative_item it = {.req = req, .seeds = seeds, .res = res, .ctx = ctx,
-                               .rc = STOCK_NOT_COMMITTED};
+                               .intent = intent, .rc = STOCK_NOT_COMMITTED};
     struct run_ctx c = {guard_name, env, done};
     coal_submit(&groups, req->sku, req, res, &it, record_many, &c);
     return it.rc;

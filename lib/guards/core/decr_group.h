@@ -20,16 +20,17 @@ typedef void (*decr_group_done_fn)(struct relative_item *items, int n);
 
 /* Record req (decided in Redis on stock of the row's reseed count
  * `seeds`, < 0 unchecked) with whatever other sales of its SKU are
- * waiting; done(), when not NULL, sees the group before the answers.
+ * waiting, its ledger row carrying `intent` (relative_item's, may be
+ * NULL); done(), when not NULL, sees the group before the answers.
  * Fills res; returns what stock_record_relative_seeded would (0 sold, or
  * an enum stock_commit). */
 int decr_group_record(const char *guard_name, const struct deduct_env *env,
                       const struct deduct_req *req, long long seeds, void *ctx,
-                      decr_group_done_fn done, struct deduct_res *res);
+                      const char *intent, decr_group_done_fn done, struct deduct_res *res);
 
 /* The same group commit for items[0..n-1] (n <= STOCK_BATCH_MAX, one
- * SKU; the caller set req, seeds, res, ctx, rc = STOCK_NOT_COMMITTED,
- * answered = 0) that the caller gathered itself (redis-decr's decision and
+ * SKU; the caller set req, seeds, res, ctx, intent, rc =
+ * STOCK_NOT_COMMITTED, answered = 0) that the caller gathered itself (redis-decr's decision and
  * write in one coalesced run): recorded on env->db, counted in
  * lab_decr_group_size, then done(). Every item is answered on return. */
 void decr_group_record_many(const char *guard_name, const struct deduct_env *env,
