@@ -180,6 +180,33 @@ static void explain(struct db_conn *db, const char *sku, struct audit *a)
         find_landed_late(db, a);
 }
 
+/* Each Redis guard's side into the audit: its pending sales, and its drift
+ * (Redis apart from MySQL) when it sold the SKU or has sales queued. A
+ * guard with intents is read from `after`, the rest from `before`. */
+static void add_sides(struct audit *a, const struct side_read *before,
+                      const struct side_read *after, const int *sold, int n)
+{
+    for (int i = 0; i < n; i++) {
+        const struct side_read *r = before[i].g->side_in_snapshot ? &after[i] : &before[i];
+        if (!r->ok) {
+            a->pending_known = a->drift_known = 0;
+            continue;
+        }
+        a->pending += r->s.pending;
+        a->pending_units += r->s.pending_units;
+        if (!r->s.has_stock || (!sold[i] && r->s.pending == 0))
+            continue;
+        long long d = r->s.stock - (a->stock - r->s.pending_units - r->s.in_flight_units);
+        a->side[a->nsides].guard = r->g->name;
+        a->side[a->nsides].redis_stock = r->s.stock;
+        a->side[a->nsides].pending_units = r->s.pending_units;
+        a->side[a->nsides].in_flight_units = r->s.in_flight_units;
+        a->side[a->nsides].stale_intents = r->s.stale_intents;
+        a->side[a->nsides++].drift = d;
+        a->drift += d;
+    }
+}
+
 int guard_audit(struct db_conn *db, const char *sku, struct audit *a)
 {
     struct side_read before[AUDIT_SIDES_MAX], after[AUDIT_SIDES_MAX];
@@ -231,25 +258,7 @@ int guard_audit(struct db_conn *db, const char *sku, struct audit *a)
      * nothing: a comparison run keeps one guard per SKU. */
     if (nguards > 1)
         a->drift_known = 0;
-    for (int i = 0; i < n; i++) {
-        const struct side_read *r = before[i].g->side_in_snapshot ? &after[i] : &before[i];
-        if (!r->ok) {
-            a->pending_known = a->drift_known = 0;
-            continue;
-        }
-        a->pending += r->s.pending;
-        a->pending_units += r->s.pending_units;
-        if (!r->s.has_stock || (!sold[i] && r->s.pending == 0))
-            continue;
-        long long d = r->s.stock - (a->stock - r->s.pending_units - r->s.in_flight_units);
-        a->side[a->nsides].guard = r->g->name;
-        a->side[a->nsides].redis_stock = r->s.stock;
-        a->side[a->nsides].pending_units = r->s.pending_units;
-        a->side[a->nsides].in_flight_units = r->s.in_flight_units;
-        a->side[a->nsides].stale_intents = r->s.stale_intents;
-        a->side[a->nsides++].drift = d;
-        a->drift += d;
-    }
+    add_sides(a, before, after, sold, n);
     audit_compute(a);
     explain(db, sku, a);
     return 1;
