@@ -20,6 +20,8 @@ struct lg_conf {
     char body[LG_BODY_MAX];
     char body_file[1024];
     char json[1024];
+    char history[1024];
+    long seed;
     int latency_dist;
     char progress[8];          /* auto | on | off */
     char repeat_shown[2];      /* unused target of the -u/-H help rows */

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "lg_http.h"
+#include "lg_oplog.h"
 
 #define LG_RBUF       65536
 #define LG_EVENTS     256
@@ -48,6 +49,8 @@ struct lg_conn {
     double next_send;        /* open loop: intended time of the next request */
     uint64_t fail_since;     /* first connect failure in a row, 0 if none */
     uint64_t backoff_us;
+    uint32_t id;             /* the connection's index: its process in --history */
+    long op;                 /* its open --history operation, -1 if none */
     char *wbuf;
     size_t wlen, woff;
     struct lg_http_parser parser;
@@ -68,6 +71,7 @@ struct lg_worker {
     uint64_t rng;
     char *body;              /* scratch for the expanded body */
     struct lg_stats stats;
+    struct lg_oplog oplog;   /* --history: this thread's operations */
     struct lg_timeline tl;   /* this thread's seconds, merged after join */
     uint64_t tl_errors;      /* socket errors already put on the timeline */
     _Atomic uint64_t prog_requests, prog_errors;
@@ -145,9 +149,13 @@ static void connect_failed(struct lg_conn *c, uint64_t now)
     set_due(c, now + c->backoff_us);
 }
 
-/* Drop the connection after an error or a close and open a new one. */
-static void conn_reset(struct lg_conn *c, uint64_t now)
+/* Drop the connection after an error or a close and open a new one; a
+ * request in flight on it ends without an answer (why). */
+static void conn_reset(struct lg_conn *c, uint64_t now, enum lg_op_fail why)
 {
+    if (c->op >= 0)
+        lg_oplog_fail(&c->w->oplog, c->op, now, why);
+    c->op = -1;
     conn_close_fd(c);
     c->state = C_DOWN;
     conn_connect(c, now);
@@ -236,7 +244,7 @@ static void conn_write(struct lg_conn *c, uint64_t now)
         }
         w->stats.err_write++;
         publish(w);
-        conn_reset(c, now);
+        conn_reset(c, now, LG_OP_WRITE);
         return;
     }
     want_out(c, 0);
@@ -264,6 +272,8 @@ static void conn_send(struct lg_conn *c, uint64_t now)
         conn_finish(c);
         return;
     }
+    if (p->history)
+        c->op = lg_oplog_begin(&w->oplog, c->id, seq, w->rng, now);
     struct lg_tmpl_vars v = {.seq = seq, .thread = w->id, .rng = &w->rng};
     long blen = 0;
     if (p->body)
@@ -309,9 +319,13 @@ static void response_done(struct lg_conn *c, uint64_t now)
         lg_stats_code(s, code);
     lg_hist_record(&s->latency, now > c->start_us ? now - c->start_us : 0);
     lg_tl_response(&w->tl, now, c->parser.status, now > c->start_us ? now - c->start_us : 0);
+    if (c->op >= 0)
+        lg_oplog_answer(&w->oplog, c->op, now, c->parser.status, c->parser.body,
+                        c->parser.body_len);
+    c->op = -1;
     publish(w);
     if (c->parser.conn_close) {
-        conn_reset(c, now);
+        conn_reset(c, now, LG_OP_ANSWERED);
         return;
     }
     conn_idle(c, now);
@@ -330,7 +344,7 @@ static void conn_readable(struct lg_conn *c)
                 return;
             w->stats.err_read++;
             publish(w);
-            conn_reset(c, now);
+            conn_reset(c, now, LG_OP_READ);
             return;
         }
         if (n == 0) {
@@ -343,7 +357,7 @@ static void conn_readable(struct lg_conn *c)
                 w->stats.err_read++;
                 publish(w);
             }
-            conn_reset(c, now);   /* idle keep-alive closed by the server */
+            conn_reset(c, now, LG_OP_READ);   /* idle keep-alive closed by the server */
             return;
         }
         w->stats.bytes_read += (uint64_t)n;
@@ -353,7 +367,7 @@ static void conn_readable(struct lg_conn *c)
                 /* bytes nobody asked for: the stream is out of step */
                 w->stats.err_parse++;
                 publish(w);
-                conn_reset(c, now);
+                conn_reset(c, now, LG_OP_PARSE);
                 return;
             }
             size_t used;
@@ -362,7 +376,7 @@ static void conn_readable(struct lg_conn *c)
             if (r == LG_HTTP_ERR) {
                 w->stats.err_parse++;
                 publish(w);
-                conn_reset(c, now);
+                conn_reset(c, now, LG_OP_PARSE);
                 return;
             }
             if (r == LG_HTTP_MORE)
@@ -449,7 +463,7 @@ static void service_timers(struct lg_worker *w, uint64_t now)
             case C_BUSY:
                 w->stats.err_timeout++;
                 publish(w);
-                conn_reset(c, now);
+                conn_reset(c, now, LG_OP_TIMEOUT);
                 break;
             case C_READY:
                 conn_send(c, now);
@@ -531,6 +545,13 @@ static void *worker_main(void *arg)
         timeline_errors(w, lg_now_us());
     }
     w->finished_at = lg_now_us();
+    for (size_t i = 0; i < w->nconns; i++) {
+        /* sent, never answered: it may still take effect after the end */
+        if (w->conns[i].state == C_BUSY)
+            w->stats.in_flight++;
+        lg_oplog_fail(&w->oplog, w->conns[i].op, w->finished_at, LG_OP_IN_FLIGHT);
+        w->conns[i].op = -1;
+    }
     timeline_errors(w, w->finished_at);
     publish(w);
     atomic_store(&w->done, 1);
@@ -564,6 +585,33 @@ static void progress_line(struct lg_worker *ws, unsigned nw, uint64_t now,
     *last_t = now;
 }
 
+/* Every thread's operations into plan->history (written whole to .tmp, then
+ * renamed, so a reader never sees half a file). */
+static int write_history(const struct lg_plan *plan, struct lg_worker *ws, size_t n)
+{
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp", plan->history);
+    FILE *f = fopen(tmp, "w");
+    int rc = f ? 0 : -1;
+    uint64_t dropped = 0;
+    for (size_t i = 0; f && rc == 0 && i < n; i++) {
+        rc = lg_oplog_write(f, &ws[i].oplog, plan->body, ws[i].id, ws[i].body);
+        dropped += ws[i].oplog.dropped;
+    }
+    if (f && fclose(f) != 0)
+        rc = -1;
+    if (rc == 0 && rename(tmp, plan->history) != 0)
+        rc = -1;
+    if (rc != 0) {
+        fprintf(stderr, "loadgen: cannot write --history %s\n", plan->history);
+        remove(tmp);
+    } else if (dropped) {
+        fprintf(stderr, "loadgen: --history lacks %llu operations (out of memory)\n",
+                (unsigned long long)dropped);
+    }
+    return rc;
+}
+
 int lg_run(const struct lg_plan *plan, struct lg_stats *out, double *elapsed_s)
 {
     unsigned nw = plan->threads;
@@ -593,7 +641,8 @@ int lg_run(const struct lg_plan *plan, struct lg_stats *out, double *elapsed_s)
         w->id = i;
         w->plan = plan;
         w->epfd = -1;
-        w->rng = lg_rand_seed(lg_start_us ^ ((uint64_t)i << 32) ^ (uint64_t)getpid());
+        w->rng = lg_rand_seed((plan->seed ? plan->seed : lg_start_us ^ (uint64_t)getpid()) ^
+                              ((uint64_t)i << 32));
         w->interval_us = interval;
         w->end_us = plan->duration_us ? lg_start_us + plan->duration_us : 0;
         w->nconns = plan->connections / nw + (i < plan->connections % nw);
@@ -605,6 +654,8 @@ int lg_run(const struct lg_plan *plan, struct lg_stats *out, double *elapsed_s)
             struct lg_conn *c = &conns[ci];
             c->w = w;
             c->fd = -1;
+            c->id = (uint32_t)ci;
+            c->op = -1;
             c->tgt = &plan->targets[ci % plan->ntargets];
             c->wbuf = wbufs + ci * plan->req_max;
             /* spread first sends over one interval so connections do not
@@ -657,6 +708,8 @@ join:
         if (ws[i].finished_at > end)
             end = ws[i].finished_at;
     }
+    if (plan->history && write_history(plan, ws, started) != 0)
+        rc = -1;
     if (plan->duration_us && end - lg_start_us > plan->duration_us &&
         !atomic_load(&lg_stop_flag))
         end = lg_start_us + plan->duration_us;
@@ -670,6 +723,7 @@ out:
         if (ws[i].epfd > 0)
             close(ws[i].epfd);
         free(ws[i].body);
+        lg_oplog_free(&ws[i].oplog);
         lg_tl_free(&ws[i].tl);
     }
     free(wbufs);
