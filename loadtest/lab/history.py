@@ -1,0 +1,421 @@
+"""The history checker: every operation of a cell (loadgen --history, the
+fault runner's own requests) checked against a model, one by one, the way
+Jepsen's Knossos and Porcupine check a history, then joined with the ledger.
+
+The model is a decrement-if-enough counter per SKU: stock n; "sell q"
+succeeds iff n >= q and leaves n - q (an ok answer's `remaining` says what
+it left); an out_of_stock refusal saw n < q; any other refusal sold nothing
+and constrains nothing; an indeterminate operation (no answer, a timeout, a
+5xx, 503 backend_unavailable, in flight at the end) may or may not have
+taken effect, at any one moment after its invoke; a seed or reseed sets n.
+
+The search is Wing and Gong's, with Lowe's memoisation (the set of
+operations placed and the stock), bounded by a step budget: past it the
+verdict is "unknown (budget)", never a guess. Indeterminate operations of
+the same qty are interchangeable once invoked (nothing bounds them after),
+so the search places the earliest one first and remembers how many it
+placed, not which.
+
+Pure functions of the history and the ledger; no I/O but load()."""
+
+import json
+import math
+
+MODEL = "counter"
+DEFAULT_BUDGET = 3_000_000   # search steps per SKU (about a second or two of Python each)
+WINDOW_MAX = 40              # operations shown around the first one that cannot be placed
+MAX_IDS = 10
+
+# Op kinds in the search.
+OK, OUT_OF_STOCK, SEED = "ok", "out_of_stock", "seed"
+INF = math.inf
+
+
+def load(path):
+    """The operations of a JSON-lines history file (blank lines skipped)."""
+    ops = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            line = line.strip()
+            if line:
+                ops.append(json.loads(line))
+    return ops
+
+
+def qty_of(op):
+    q = op.get("qty")
+    return int(q) if isinstance(q, (int, float)) else 1
+
+
+def is_seed(op):
+    return op.get("op") in ("seed", "reseed")
+
+
+def is_noop(op):
+    """A refusal that constrains nothing (not out_of_stock), or the echo of
+    an order already sold (duplicate): the model skips it."""
+    if op.get("outcome") == "refused":
+        return op.get("error") != "out_of_stock"
+    return op.get("outcome") == "ok" and bool(op.get("duplicate"))
+
+
+def by_sku(ops):
+    """{sku: [op]} (operations without a sku are dropped)."""
+    out = {}
+    for op in ops:
+        if op.get("sku") is not None:
+            out.setdefault(op["sku"], []).append(op)
+    return out
+
+
+# ---- the linearizability search ---------------------------------------------
+
+class _Search:
+    """One SKU's history prepared for the search: required operations (ok,
+    out_of_stock, seeds: each must be placed, between its invoke and its
+    complete) in a time-ordered doubly linked list of call and return
+    entries, and the indeterminate ones by qty, in invoke order."""
+
+    def __init__(self, ops, initial):
+        self.initial = initial
+        self.req = sorted((op for op in ops if op.get("outcome") != "indeterminate"
+                           and not is_noop(op)), key=lambda o: o["invoke_ns"])
+        self.ind = {}
+        for op in sorted((op for op in ops if op.get("outcome") == "indeterminate"),
+                         key=lambda o: o["invoke_ns"]):
+            self.ind.setdefault(qty_of(op), []).append(op)
+        self.qtys = sorted(self.ind)
+        ents = []
+        for i, op in enumerate(self.req):
+            done = op.get("complete_ns")
+            ents.append((op["invoke_ns"], 0, i))
+            ents.append((done if done is not None else INF, 1, i))
+        ents.sort()   # calls before returns at one instant: those overlap
+        n = len(ents)
+        self.kind = [e[1] for e in ents]            # 0 call, 1 return
+        self.opi = [e[2] for e in ents]
+        self.time = [e[0] for e in ents]
+        self.nxt = list(range(1, n + 2))            # index n + 1 ... sentinel: head is -1 -> 0
+        self.prv = list(range(-1, n))
+        self.head_next = 0 if n else None
+        self.ret_of = [0] * len(self.req)
+        self.call_of = [0] * len(self.req)
+        for e in range(n):
+            if self.kind[e]:
+                self.ret_of[self.opi[e]] = e
+            else:
+                self.call_of[self.opi[e]] = e
+        self.n = n
+
+    # the linked list: entries 0..n-1, n = end; head_next points at the first
+    def _unlink(self, e):
+        p, x = self.prv[e], self.nxt[e]
+        if p < 0:
+            self.head_next = x if x < self.n else None
+        else:
+            self.nxt[p] = x
+        if x < self.n:
+            self.prv[x] = p
+
+    def _relink(self, e):
+        p, x = self.prv[e], self.nxt[e]
+        if p < 0:
+            self.head_next = e
+        else:
+            self.nxt[p] = e
+        if x < self.n:
+            self.prv[x] = e
+
+    def lift(self, i):
+        self._unlink(self.call_of[i])
+        self._unlink(self.ret_of[i])
+
+    def unlift(self, i):
+        self._relink(self.ret_of[i])
+        self._relink(self.call_of[i])
+
+    def candidates(self, m):
+        """(required ops that may go next, indeterminate qtys that may, the
+        op whose return bounds them or None)."""
+        cands, e, block = [], self.head_next, None
+        while e is not None and e < self.n:
+            if self.kind[e]:
+                block = self.opi[e]
+                break
+            cands.append(self.opi[e])
+            e = self.nxt[e]
+        until = self.time[self.ret_of[block]] if block is not None else INF
+        iq = [k for k, q in enumerate(self.qtys)
+              if m[k] < len(self.ind[q]) and self.ind[q][m[k]]["invoke_ns"] <= until]
+        return cands, iq, block
+
+
+def step(state, op, q):
+    """The model: the stock after op, or None when op cannot happen here."""
+    if is_seed(op):
+        return int(op["stock"])
+    out = op.get("outcome")
+    if out == "refused":              # out_of_stock: saw fewer than q
+        return state if state < q else None
+    if state < q:
+        return None
+    rem = op.get("remaining") if out == "ok" else None
+    if rem is not None and rem != state - q:
+        return None
+    return state - q
+
+
+def linearize(ops, initial, budget=DEFAULT_BUDGET):
+    """Check one SKU's operations. Returns {"valid": True|False|"unknown",
+    "steps", "frontier"}: frontier (when not valid) is the deepest point
+    the search reached: how many operations it placed, the stock there,
+    the operation that could not be placed and the last ones placed."""
+    s = _Search(ops, initial)
+    nreq = len(s.req)
+    lin = [False] * nreq
+    m = [0] * len(s.qtys)
+    f, extra = 0, frozenset()       # ops 0..f-1 placed, plus extra
+    state, placed, steps = initial, 0, 0
+    cache = set()
+    path = []                       # ops placed, in order (for the frontier)
+    best = None
+    cands, iq, block = s.candidates(m)
+    frame_stack = []
+    i = 0
+    while True:
+        if placed == nreq:
+            return {"valid": True, "steps": steps, "frontier": None}
+        steps += 1
+        if steps > budget:
+            return {"valid": "unknown", "steps": steps, "frontier": _frontier(s, best)}
+        total = len(cands) + len(iq)
+        if i < total:
+            choice = cands[i] if i < len(cands) else -1 - iq[i - len(cands)]
+            i += 1
+            if choice >= 0:
+                op = s.req[choice]
+                q = qty_of(op)
+            else:
+                k = -1 - choice
+                op = s.ind[s.qtys[k]][m[k]]
+                q = s.qtys[k]
+            ns = step(state, op, q)
+            if ns is None:
+                continue
+            saved = (f, extra)
+            if choice >= 0:
+                lin[choice] = True
+                if choice == f:
+                    while f < nreq and lin[f]:
+                        f += 1
+                    extra = frozenset(x for x in extra if x >= f)
+                else:
+                    extra = extra | {choice}
+            else:
+                m[-1 - choice] += 1
+            key = (f, extra, ns, tuple(m))
+            if key in cache:
+                _undo(s, lin, m, choice, placed_undo=False)
+                f, extra = saved
+                continue
+            cache.add(key)
+            if choice >= 0:
+                s.lift(choice)
+                placed += 1
+            frame_stack.append((cands, iq, block, i, choice, state, saved))
+            path.append(op)
+            state = ns
+            cands, iq, block = s.candidates(m)
+            i = 0
+            continue
+        # every candidate tried here: note the frontier, go back one
+        if best is None or len(path) > best[0]:
+            best = (len(path), state, block, path[-6:])
+        if not frame_stack:
+            return {"valid": False, "steps": steps, "frontier": _frontier(s, best)}
+        cands, iq, block, i, choice, state, saved = frame_stack.pop()
+        path.pop()
+        if choice >= 0:
+            s.unlift(choice)
+            placed -= 1
+        _undo(s, lin, m, choice, placed_undo=True)
+        f, extra = saved
+
+
+def _undo(s, lin, m, choice, placed_undo):
+    if choice >= 0:
+        lin[choice] = False
+    else:
+        m[-1 - choice] -= 1
+
+
+def _frontier(s, best):
+    if best is None:
+        return None
+    depth, state, block, tail = best
+    return {"placed": depth, "stock": state,
+            "blocked": s.req[block] if block is not None else None, "tail": tail}
+
+
+# ---- the ledger join -------------------------------------------------------
+
+def ledger_join(ops, ledger_ids):
+    """Every ok in the ledger once, every refusal absent, every ledger row
+    an ok or an indeterminate operation. ops: the history (every SKU of the
+    ledger); ledger_ids: the ledger's order_ids (one per row). An ok that
+    completed before a reseed's invoke is not looked for: the reseed cleared
+    the ledger of it. Returns {class: [order_id]} of the violations (only
+    non-empty classes); {} when the history has no order ids to join."""
+    named = [op for op in ops if op.get("order_id") is not None and not is_seed(op)]
+    if not named:
+        return {}
+    reseeds = [op["invoke_ns"] for op in ops if op.get("op") == "reseed"]
+    last_reseed = max(reseeds) if reseeds else None
+    count = {}
+    for oid in ledger_ids:
+        count[oid] = count.get(oid, 0) + 1
+    outcome = {}
+    for op in named:
+        outcome.setdefault(op["order_id"], set()).add(op["outcome"])
+    v = {"ok_not_in_ledger": [], "refused_but_sold": [], "ledger_row_unanswered": [],
+         "duplicates": []}
+    for op in named:
+        oid = op["order_id"]
+        if op["outcome"] == "ok" and oid not in count:
+            done = op.get("complete_ns")
+            if last_reseed is None or (done is not None and done >= last_reseed):
+                v["ok_not_in_ledger"].append(oid)
+        elif op["outcome"] == "refused" and oid in count and outcome[oid] == {"refused"}:
+            v["refused_but_sold"].append(oid)
+    for oid, n in count.items():
+        if n > 1:
+            v["duplicates"].append(oid)
+        if oid not in outcome:
+            v["ledger_row_unanswered"].append(oid)
+    return {k: sorted(set(ids)) for k, ids in v.items() if ids}
+
+
+def lost_update_ids(ops):
+    """order_ids of ok answers that left the same stock as another ok
+    answer with no seed in between (two sales that each think they took the
+    same unit: a lost update), oldest first."""
+    seen, out = {}, []
+    for op in sorted(ops, key=lambda o: o["invoke_ns"]):
+        if is_seed(op):
+            seen = {}
+            continue
+        if op.get("outcome") != "ok" or op.get("remaining") is None or op.get("duplicate"):
+            continue
+        first = seen.setdefault(op["remaining"], op)
+        if first is not op:
+            for o in (first, op):
+                if o.get("order_id") and o["order_id"] not in out:
+                    out.append(o["order_id"])
+    return out
+
+
+# ---- the verdict -----------------------------------------------------------
+
+def window_of(sku_ops, frontier):
+    """The operations around the first one that cannot be placed: the last
+    ones placed before it and every operation overlapping it, by invoke."""
+    if not frontier:
+        return []
+    b = frontier.get("blocked")
+    keep = {id(o) for o in frontier.get("tail") or []}
+    if b is not None:
+        keep.add(id(b))
+        lo = b["invoke_ns"]
+        hi = b.get("complete_ns") or INF
+        for t in frontier.get("tail") or []:
+            lo = min(lo, t["invoke_ns"])
+        for o in sku_ops:
+            end = o.get("complete_ns") or INF
+            if o["invoke_ns"] <= hi and end >= lo:
+                keep.add(id(o))
+    win = [o for o in sku_ops if id(o) in keep]
+    win.sort(key=lambda o: o["invoke_ns"])
+    if len(win) > WINDOW_MAX and b is not None:
+        # nearest to the blocked operation
+        win.sort(key=lambda o: abs(o["invoke_ns"] - b["invoke_ns"]))
+        win = sorted(win[:WINDOW_MAX], key=lambda o: o["invoke_ns"])
+    return [window_row(o, o is b) for o in win]
+
+
+def window_row(o, blocked):
+    row = {k: o.get(k) for k in ("process", "invoke_ns", "complete_ns", "order_id", "qty",
+                                 "outcome", "remaining", "error")}
+    if is_seed(o):
+        row.update({"order_id": o.get("op"), "outcome": "ok", "remaining": o.get("stock")})
+    row["blocked"] = blocked
+    return row
+
+
+def describe(op):
+    if op is None:
+        return "?"
+    if is_seed(op):
+        return f"{op.get('op')} stock {op.get('stock')}"
+    what = op.get("outcome")
+    if what == "ok" and op.get("remaining") is not None:
+        what = f"ok remaining {op['remaining']}"
+    elif what == "refused":
+        what = f"refused {op.get('error')}"
+    return f"{op.get('order_id') or 'process ' + str(op.get('process'))} (sell {qty_of(op)}: {what})"
+
+
+def check(ops, initial=None, ledger_ids=None, budget=DEFAULT_BUDGET):
+    """The cell's checker block: {"valid": True|False|"unknown", "model",
+    "ops", "reason", "window", "violations", "steps", "skus"}.
+    initial: {sku: stock} where the history has no seed operation for a
+    SKU; ledger_ids: the ledger's order_ids (None: no join)."""
+    initial = initial or {}
+    res = {"valid": True, "model": MODEL, "ops": len(ops), "reason": "", "window": [],
+           "violations": {}, "steps": 0, "skus": 0}
+    reasons, unknown = [], []
+    for sku, sops in sorted(by_sku(ops).items()):
+        res["skus"] += 1
+        start = initial.get(sku)
+        first_seed = min((o for o in sops if is_seed(o)), key=lambda o: o["invoke_ns"], default=None)
+        if start is None and first_seed is None:
+            unknown.append(f"{sku}: no initial stock")
+            continue
+        if start is None:
+            start = int(first_seed["stock"])
+        r = linearize(sops, start, budget)
+        res["steps"] += r["steps"]
+        if r["valid"] is True:
+            continue
+        fr = r["frontier"] or {}
+        if r["valid"] == "unknown":
+            unknown.append(f"{sku}: unknown (budget: {budget} steps, {len(sops)} operations)")
+            continue
+        if res["window"]:
+            reasons.append(f"{sku}: not linearizable")
+            continue
+        res["window"] = window_of(sops, fr)
+        res["violations"]["not_linearizable"] = [w["order_id"] for w in res["window"]
+                                                 if w["order_id"]][:MAX_IDS]
+        reasons.append(f"{sku}: not linearizable: no order of the operations places "
+                       f"{describe(fr.get('blocked'))}; after the {fr.get('placed')} placed "
+                       f"before it the stock is {fr.get('stock')}")
+    lost = lost_update_ids(ops)
+    if lost:
+        res["violations"]["lost_updates"] = lost[:MAX_IDS]
+    if ledger_ids is not None:
+        join = ledger_join(ops, ledger_ids)
+        for k, ids in join.items():
+            res["violations"][k] = ids[:MAX_IDS]
+            reasons.append(f"{k.replace('_', ' ')}: {len(ids)} ({', '.join(ids[:3])}"
+                           f"{', ...' if len(ids) > 3 else ''})")
+    if reasons:
+        res["valid"] = False
+        res["reason"] = "; ".join(reasons + unknown)
+    elif unknown:
+        res["valid"] = "unknown"
+        res["reason"] = "; ".join(unknown)
+    else:
+        res["reason"] = (f"linearizable: {len(ops)} operations on {res['skus']} SKU(s)"
+                         + ("; every ok in the ledger once, no refusal in it, every row answered"
+                            if ledger_ids is not None else ""))
+    return res
