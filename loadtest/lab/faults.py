@@ -433,6 +433,7 @@ class FaultRunner:
             "by_status": by_status, "by_error": by_error, "socket_errors": lg["errors"],
             "reconnects": lg.get("reconnects", 0), "requests": lg["requests"],
             "fenced": fenced, "n503": n503, "drift": drift, "pending": audit.get("pending"),
+            "in_flight": unanswered,
             "unacknowledged": inv["unacknowledged"], "stop_s": hold.get("stop_s"),
             "reseed": hold.get("reseed"),
             "holder": {"status": hold.get("status"), "error": hans.get("error"),
@@ -455,4 +456,5 @@ def reproduce_command(c):
         pairs.append(f"{k}={'true' if v is True else 'false' if v is False else v}")
     conf = f"fault = {c['fault']}\\nvariant = {label} : {' '.join(pairs)}\\n"
     return (f"printf {shquote(conf)} > /tmp/cell.conf && "
-            "loadtest/compare --scenario /tmp/cell.conf --dir ./run")
+            "loadtest/compare --scenario /tmp/cell.conf --dir ./run"
+            + (f" --seed {c['seed']}" if c.get("seed") else ""))

@@ -111,7 +111,7 @@ def run_summary(r):
     if r.get("status") != "ok":
         out["reason"] = r.get("reason", "")
         return out
-    for k in ("sku", "sold", "oversold", "lost_updates", "consistent", "ok_per_s", "rps",
+    for k in ("sku", "seed", "sold", "oversold", "lost_updates", "consistent", "ok_per_s", "rps",
               "measured", "outcomes", "valid", "loadgen_cmd"):
         if k in r:
             out[k] = r[k]
