@@ -150,11 +150,24 @@ class _Search:
         return cands, iq, block
 
 
+ANY = -1   # a stock not known (a window checked on its own): any n >= 0
+
+
 def step(state, op, q):
-    """The model: the stock after op, or None when op cannot happen here."""
+    """The model: the stock after op, or None when op cannot happen here.
+    From ANY, an op leaves what it pins down (an ok's remaining, 0 after an
+    out_of_stock of qty 1, a seed's stock) or ANY again: looser, never
+    stricter, than from any one stock."""
     if is_seed(op):
         return int(op["stock"])
     out = op.get("outcome")
+    if state == ANY:
+        if out == "refused":
+            return 0 if q == 1 else ANY
+        rem = op.get("remaining") if out == "ok" else None
+        if rem is None:
+            return ANY
+        return rem if rem >= 0 else None
     if out == "refused":              # out_of_stock: saw fewer than q
         return state if state < q else None
     if state < q:
@@ -316,6 +329,74 @@ def lost_update_ids(ops):
 
 # ---- the verdict -----------------------------------------------------------
 
+def _relaxed(op):
+    """op as a witness outside the window sees it: it may or may not have
+    taken effect, any time after its invoke (looser than what it was)."""
+    return dict(op, outcome="indeterminate", remaining=None, complete_ns=None)
+
+
+def _window_fails(ops, exact, initial, budget):
+    """Whether the operations whose indexes are in exact (a range of ops,
+    sorted by invoke) cannot be ordered, every other operation relaxed (an
+    ok may have sold at any time after its invoke, or not at all) and, from
+    a stock of initial. Relaxing only loosens, so a failure here is a
+    failure of the whole history, owed to the exact ones."""
+    end = max((ops[i].get("complete_ns") or math.inf) for i in exact)
+    sub = []
+    for i, o in enumerate(ops):
+        if i in exact or is_noop(o):
+            sub.append(o)
+        elif o["invoke_ns"] <= end and not is_seed(o):
+            sub.append(_relaxed(o))
+    return linearize(sub, initial, budget)["valid"] is False
+
+
+def minimal_window(sku_ops, initial, budget):
+    """The shortest run of operations (by invoke) that no order explains,
+    whatever the stock before it and whatever the others did: [op], the
+    last to start; None when there is none within the budget (the violation
+    needs the seed's stock, or the search gave up).
+    First the shortest prefix that fails with the others relaxed (binary
+    search: a longer prefix only adds constraints), then the latest start
+    from which that prefix's tail fails from any stock, the operations
+    still open at that start kept exact (they may land inside)."""
+    ops = sorted(sku_ops, key=lambda o: o["invoke_ns"])
+    n = len(ops)
+    if n == 0 or not _window_fails(ops, set(range(n)), initial, budget):
+        return None
+    lo, hi = 1, n
+    while lo < hi:                       # smallest k: ops[:k] exact fails
+        mid = (lo + hi) // 2
+        if _window_fails(ops, set(range(mid)), initial, budget):
+            hi = mid
+        else:
+            lo = mid + 1
+    k = lo
+
+    def tail(j):
+        start = ops[j]["invoke_ns"]
+        return {i for i in range(k) if i >= j or ops[i].get("complete_ns") is None
+                or ops[i]["complete_ns"] >= start}
+
+    if not _window_fails(ops, tail(0), ANY, budget):
+        return None
+    lo, hi = 0, k - 1
+    while lo < hi:                       # largest j: tail(j) fails from any stock
+        mid = (lo + hi + 1) // 2
+        if _window_fails(ops, tail(mid), ANY, budget):
+            lo = mid
+        else:
+            hi = mid - 1
+    # then relax, one by one, every operation the failure does not need
+    # (the window of a lost update among 16 buyers is the two answers)
+    win = {i for i in tail(lo) if not is_noop(ops[i])}
+    if len(win) <= WINDOW_MAX:
+        for i in sorted(win, reverse=True):
+            if i != k - 1 and len(win) > 1 and _window_fails(ops, win - {i}, ANY, budget):
+                win.discard(i)
+    return [ops[i] for i in sorted(win)], ops[k - 1]
+
+
 def window_of(sku_ops, frontier):
     """The operations around the first one that cannot be placed: the last
     ones placed before it and every operation overlapping it, by invoke."""
@@ -394,12 +475,22 @@ def check(ops, initial=None, ledger_ids=None, budget=DEFAULT_BUDGET):
         if res["window"]:
             reasons.append(f"{sku}: not linearizable")
             continue
-        res["window"] = window_of(sops, fr)
+        mw = minimal_window(sops, start, budget)
+        if mw:
+            win, last = mw
+            res["window"] = [window_row(o, o is last) for o in win]
+            span = (max((o.get("complete_ns") or o["invoke_ns"]) for o in win)
+                    - min(o["invoke_ns"] for o in win)) / 1e6
+            reasons.append(f"{sku}: not linearizable: these {len(win)} operations ({span:.1f} ms) "
+                           f"cannot be ordered, whatever the stock before them and whatever the "
+                           f"others did; the last to start is {describe(last)}")
+        else:
+            res["window"] = window_of(sops, fr)
+            reasons.append(f"{sku}: not linearizable: no order of the operations places "
+                           f"{describe(fr.get('blocked'))}; after the {fr.get('placed')} placed "
+                           f"before it the stock is {fr.get('stock')}")
         res["violations"]["not_linearizable"] = [w["order_id"] for w in res["window"]
                                                  if w["order_id"] and not w.get("seed")][:MAX_IDS]
-        reasons.append(f"{sku}: not linearizable: no order of the operations places "
-                       f"{describe(fr.get('blocked'))}; after the {fr.get('placed')} placed "
-                       f"before it the stock is {fr.get('stock')}")
     lost = lost_update_ids(ops)
     if lost:
         res["violations"]["lost_updates"] = lost[:MAX_IDS]

@@ -51,6 +51,19 @@ class HistoryCheckerTest(unittest.TestCase):
         self.assertNotIn("c", ids)     # c is after the point that cannot be ordered
         self.assertEqual(sum(1 for w in r["window"] if w["blocked"]), 1)
 
+    def test_window_is_the_two_answers_among_many_buyers(self):
+        # 16 overlapping buyers answered 99..84, except that two both say
+        # 90: the window is those two, whatever the others did
+        h = [seed(0, 1, 100)]
+        rems = list(range(99, 83, -1))
+        rems[12] = 90          # 87 -> 90: the 9th and the 13th both "90 left"
+        for k, r in enumerate(rems):
+            h.append(op(k, 10 + k, 500 + k, f"o{k}", "ok", r))
+        r = check(h)
+        self.assertIs(r["valid"], False)
+        self.assertEqual(sorted(w["order_id"] for w in r["window"]), ["o12", "o9"])
+        self.assertIn("whatever the stock before them", r["reason"])
+
     def test_refusal_that_sold(self):
         h = [seed(0, 1, 5), op(0, 10, 20, "a", "ok", 4),
              op(1, 11, 25, "b", "refused", error="lease_expired")]
