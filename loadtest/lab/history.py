@@ -150,24 +150,30 @@ class _Search:
         return cands, iq, block
 
 
-ANY = -1   # a stock not known (a window checked on its own): any n >= 0
+ANY = -1   # slack: no bound known on the stock yet
 
 
-def step(state, op, q):
+def step(state, op, q, slack=False):
     """The model: the stock after op, or None when op cannot happen here.
-    From ANY, an op leaves what it pins down (an ok's remaining, 0 after an
-    out_of_stock of qty 1, a seed's stock) or ANY again: looser, never
-    stricter, than from any one stock."""
+    With slack, state is only the most the stock can be (sales nobody
+    looks at may lower it at any time, by any amount): a looser model, for
+    a window checked on its own, so whatever fails in it fails for real."""
     if is_seed(op):
         return int(op["stock"])
     out = op.get("outcome")
-    if state == ANY:
+    if slack:
+        if out == "indeterminate":
+            return state
         if out == "refused":
-            return 0 if q == 1 else ANY
+            return q - 1 if state == ANY else min(state, q - 1)
+        if state != ANY and state < q:
+            return None
         rem = op.get("remaining") if out == "ok" else None
         if rem is None:
-            return ANY
-        return rem if rem >= 0 else None
+            return ANY if state == ANY else state - q
+        if rem < 0 or (state != ANY and state < rem + q):
+            return None
+        return rem
     if out == "refused":              # out_of_stock: saw fewer than q
         return state if state < q else None
     if state < q:
@@ -178,7 +184,7 @@ def step(state, op, q):
     return state - q
 
 
-def linearize(ops, initial, budget=DEFAULT_BUDGET):
+def linearize(ops, initial, budget=DEFAULT_BUDGET, slack=False):
     """Check one SKU's operations. Returns {"valid": True|False|"unknown",
     "steps", "frontier"}: frontier (when not valid) is the deepest point
     the search reached: how many operations it placed, the stock there,
@@ -212,7 +218,7 @@ def linearize(ops, initial, budget=DEFAULT_BUDGET):
                 k = -1 - choice
                 op = s.ind[s.qtys[k]][m[k]]
                 q = s.qtys[k]
-            ns = step(state, op, q)
+            ns = step(state, op, q, slack)
             if ns is None:
                 continue
             saved = (f, extra)
@@ -329,72 +335,89 @@ def lost_update_ids(ops):
 
 # ---- the verdict -----------------------------------------------------------
 
-def _relaxed(op):
-    """op as a witness outside the window sees it: it may or may not have
-    taken effect, any time after its invoke (looser than what it was)."""
-    return dict(op, outcome="indeterminate", remaining=None, complete_ns=None)
+WINDOW_BUDGET = 200_000   # search steps per window tried (past it: not shown as failing)
 
 
-def _window_fails(ops, exact, initial, budget):
-    """Whether the operations whose indexes are in exact (a range of ops,
-    sorted by invoke) cannot be ordered, every other operation relaxed (an
-    ok may have sold at any time after its invoke, or not at all) and, from
-    a stock of initial. Relaxing only loosens, so a failure here is a
-    failure of the whole history, owed to the exact ones."""
-    end = max((ops[i].get("complete_ns") or math.inf) for i in exact)
-    sub = []
-    for i, o in enumerate(ops):
-        if i in exact or is_noop(o):
-            sub.append(o)
-        elif o["invoke_ns"] <= end and not is_seed(o):
-            sub.append(_relaxed(o))
-    return linearize(sub, initial, budget)["valid"] is False
+def _answers_fail(oks):
+    """Whether ok answers with `remaining` (no seed among them) cannot be
+    ordered even with any other sale lowering the stock at any time: each
+    needs the stock at or above its remaining + qty and leaves its
+    remaining, so their order is forced, highest remaining first; it fails
+    on a gap too small (two answers "9 left": a lost update) or on an
+    answer that completed before one that must come before it started."""
+    order = sorted(oks, key=lambda o: -o["remaining"])
+    for a, b in zip(order, order[1:]):
+        if b["remaining"] + qty_of(b) > a["remaining"]:
+            return True
+    first_done = math.inf                 # earliest answer among the later ones
+    for o in reversed(order):
+        if first_done < o["invoke_ns"]:
+            return True
+        first_done = min(first_done, o.get("complete_ns") or math.inf)
+    return False
 
 
-def minimal_window(sku_ops, initial, budget):
-    """The shortest run of operations (by invoke) that no order explains,
-    whatever the stock before it and whatever the others did: [op], the
-    last to start; None when there is none within the budget (the violation
-    needs the seed's stock, or the search gave up).
-    First the shortest prefix that fails with the others relaxed (binary
-    search: a longer prefix only adds constraints), then the latest start
-    from which that prefix's tail fails from any stock, the operations
-    still open at that start kept exact (they may land inside)."""
-    ops = sorted(sku_ops, key=lambda o: o["invoke_ns"])
-    n = len(ops)
-    if n == 0 or not _window_fails(ops, set(range(n)), initial, budget):
+def _window_fails(ops, exact, budget):
+    """Whether the operations whose indexes are in exact (of ops) cannot be
+    ordered from any stock, whatever every other operation did: checked
+    with slack (any other sale may have lowered the stock at any time), a
+    looser model, so a failure here is a failure of the whole history,
+    owed to these operations alone. Leaving an operation out loosens it
+    further, except a seed (it raises the stock): the ok answers alone are
+    decided at once, the rest by the search."""
+    ex = [ops[i] for i in exact]
+    if not any(is_seed(o) for o in ex):
+        oks = [o for o in ex if o.get("outcome") == "ok" and o.get("remaining") is not None
+               and not o.get("duplicate")]
+        if _answers_fail(oks):
+            return True
+        if len(oks) == len(ex):
+            return False
+    r = linearize(ex, ANY, min(budget, WINDOW_BUDGET), slack=True)
+    return r["valid"] is False
+
+
+def minimal_window(sku_ops, blocked, budget):
+    """The operations no order explains, whatever the stock before them and
+    whatever the others did, found around blocked (the operation the full
+    search could not place): ([op], blocked), or None when no window of up
+    to 4096 operations fails on its own (the violation needs the seed's
+    stock, or the search gave up). The window grows back from blocked
+    (doubling) until it fails, then every operation it does not need is
+    relaxed, one by one (a lost update among 16 buyers: its two answers)."""
+    if blocked is None:
         return None
-    lo, hi = 1, n
-    while lo < hi:                       # smallest k: ops[:k] exact fails
-        mid = (lo + hi) // 2
-        if _window_fails(ops, set(range(mid)), initial, budget):
-            hi = mid
-        else:
-            lo = mid + 1
-    k = lo
+    ops = sorted(sku_ops, key=lambda o: o["invoke_ns"])
+    b = next(i for i, o in enumerate(ops) if o is blocked)
+    end = blocked.get("complete_ns") or blocked["invoke_ns"]
+    k = b + 1
+    while k < len(ops) and ops[k]["invoke_ns"] <= end:
+        k += 1
 
     def tail(j):
         start = ops[j]["invoke_ns"]
-        return {i for i in range(k) if i >= j or ops[i].get("complete_ns") is None
-                or ops[i]["complete_ns"] >= start}
+        return {i for i in range(k) if not is_noop(ops[i]) and (
+            i >= j or ops[i].get("complete_ns") is None or ops[i]["complete_ns"] >= start)}
 
-    if not _window_fails(ops, tail(0), ANY, budget):
-        return None
-    lo, hi = 0, k - 1
-    while lo < hi:                       # largest j: tail(j) fails from any stock
-        mid = (lo + hi + 1) // 2
-        if _window_fails(ops, tail(mid), ANY, budget):
-            lo = mid
-        else:
-            hi = mid - 1
-    # then relax, one by one, every operation the failure does not need
-    # (the window of a lost update among 16 buyers is the two answers)
-    win = {i for i in tail(lo) if not is_noop(ops[i])}
-    if len(win) <= WINDOW_MAX:
-        for i in sorted(win, reverse=True):
-            if i != k - 1 and len(win) > 1 and _window_fails(ops, win - {i}, ANY, budget):
+    width, win = 2, None
+    while True:
+        j = max(0, b - width)
+        cand = tail(j)
+        if len(cand) > 4096:
+            return None
+        if _window_fails(ops, cand, budget):
+            win = cand
+            break
+        if j == 0:
+            return None
+        width *= 2
+    if len(win) <= 4 * WINDOW_MAX:
+        for i in sorted(win, key=lambda i: abs(i - b), reverse=True):
+            if i != b and len(win) > 1 and _window_fails(ops, win - {i}, budget):
                 win.discard(i)
-    return [ops[i] for i in sorted(win)], ops[k - 1]
+    if len(win) > WINDOW_MAX:
+        win = set(sorted(win, key=lambda i: abs(i - b))[:WINDOW_MAX])
+    return [ops[i] for i in sorted(win)], blocked
 
 
 def window_of(sku_ops, frontier):
@@ -464,7 +487,9 @@ def check(ops, initial=None, ledger_ids=None, budget=DEFAULT_BUDGET):
             continue
         if start is None:
             start = int(first_seed["stock"])
-        r = linearize(sops, start, budget)
+        # the search takes about 4 steps per operation on a valid history;
+        # backtracking near a late violation takes more
+        r = linearize(sops, start, budget + 50 * len(sops))
         res["steps"] += r["steps"]
         if r["valid"] is True:
             continue
@@ -475,7 +500,7 @@ def check(ops, initial=None, ledger_ids=None, budget=DEFAULT_BUDGET):
         if res["window"]:
             reasons.append(f"{sku}: not linearizable")
             continue
-        mw = minimal_window(sops, start, budget)
+        mw = minimal_window(sops, fr.get("blocked"), budget)
         if mw:
             win, last = mw
             res["window"] = [window_row(o, o is last) for o in win]
@@ -483,7 +508,7 @@ def check(ops, initial=None, ledger_ids=None, budget=DEFAULT_BUDGET):
                     - min(o["invoke_ns"] for o in win)) / 1e6
             reasons.append(f"{sku}: not linearizable: these {len(win)} operations ({span:.1f} ms) "
                            f"cannot be ordered, whatever the stock before them and whatever the "
-                           f"others did; the last to start is {describe(last)}")
+                           f"others did; the search could not place {describe(last)}")
         else:
             res["window"] = window_of(sops, fr)
             reasons.append(f"{sku}: not linearizable: no order of the operations places "
