@@ -134,6 +134,15 @@ class _Search:
         self._relink(self.ret_of[i])
         self._relink(self.call_of[i])
 
+    def op_of(self, choice, m):
+        """(op, qty) of a candidate: a required op's index, or -1 - k for
+        the next indeterminate op of the k-th qty."""
+        if choice >= 0:
+            op = self.req[choice]
+            return op, qty_of(op)
+        k = -1 - choice
+        return self.ind[self.qtys[k]][m[k]], self.qtys[k]
+
     def candidates(self, m):
         """(required ops that may go next, indeterminate qtys that may, the
         op whose return bounds them or None)."""
@@ -184,88 +193,92 @@ def step(state, op, q, slack=False):
     return state - q
 
 
+class _Placed:
+    """Which operations the search has placed: required ones as a prefix
+    0..f-1 of their invoke order plus a few more (extra), indeterminate ones
+    as a count per qty. key() is Lowe's memo key with the stock."""
+
+    def __init__(self, nreq, nqty):
+        self.lin = [False] * nreq
+        self.m = [0] * nqty
+        self.f, self.extra = 0, frozenset()
+
+    def place(self, choice):
+        """Returns what unplace needs."""
+        saved = (self.f, self.extra)
+        if choice < 0:
+            self.m[-1 - choice] += 1
+            return saved
+        self.lin[choice] = True
+        if choice == self.f:
+            while self.f < len(self.lin) and self.lin[self.f]:
+                self.f += 1
+            self.extra = frozenset(x for x in self.extra if x >= self.f)
+        else:
+            self.extra = self.extra | {choice}
+        return saved
+
+    def unplace(self, choice, saved):
+        if choice < 0:
+            self.m[-1 - choice] -= 1
+        else:
+            self.lin[choice] = False
+        self.f, self.extra = saved
+
+    def key(self, state):
+        return (self.f, self.extra, state, tuple(self.m))
+
+
 def linearize(ops, initial, budget=DEFAULT_BUDGET, slack=False):
-    """Check one SKU's operations. Returns {"valid": True|False|"unknown",
-    "steps", "frontier"}: frontier (when not valid) is the deepest point
-    the search reached: how many operations it placed, the stock there,
-    the operation that could not be placed and the last ones placed."""
+    """Check one SKU's operations (from stock initial; ANY with slack).
+    Returns {"valid": True|False|"unknown", "steps", "frontier"}: frontier
+    (when not valid) is the deepest point the search reached: how many
+    operations it placed, the stock there, the operation that could not be
+    placed and the last ones placed."""
     s = _Search(ops, initial)
     nreq = len(s.req)
-    lin = [False] * nreq
-    m = [0] * len(s.qtys)
-    f, extra = 0, frozenset()       # ops 0..f-1 placed, plus extra
-    state, placed, steps = initial, 0, 0
-    cache = set()
-    path = []                       # ops placed, in order (for the frontier)
-    best = None
-    cands, iq, block = s.candidates(m)
-    frame_stack = []
+    pl = _Placed(nreq, len(s.qtys))
+    state, placed, steps, cache = initial, 0, 0, set()
+    path, best, frames = [], None, []   # ops placed in order; deepest point
+    cands, iq, block = s.candidates(pl.m)
     i = 0
-    while True:
-        if placed == nreq:
-            return {"valid": True, "steps": steps, "frontier": None}
+    while placed < nreq:
         steps += 1
         if steps > budget:
             return {"valid": "unknown", "steps": steps, "frontier": _frontier(s, best)}
-        total = len(cands) + len(iq)
-        if i < total:
+        if i < len(cands) + len(iq):
             choice = cands[i] if i < len(cands) else -1 - iq[i - len(cands)]
             i += 1
-            if choice >= 0:
-                op = s.req[choice]
-                q = qty_of(op)
-            else:
-                k = -1 - choice
-                op = s.ind[s.qtys[k]][m[k]]
-                q = s.qtys[k]
+            op, q = s.op_of(choice, pl.m)
             ns = step(state, op, q, slack)
             if ns is None:
                 continue
-            saved = (f, extra)
-            if choice >= 0:
-                lin[choice] = True
-                if choice == f:
-                    while f < nreq and lin[f]:
-                        f += 1
-                    extra = frozenset(x for x in extra if x >= f)
-                else:
-                    extra = extra | {choice}
-            else:
-                m[-1 - choice] += 1
-            key = (f, extra, ns, tuple(m))
-            if key in cache:
-                _undo(s, lin, m, choice, placed_undo=False)
-                f, extra = saved
+            saved = pl.place(choice)
+            if pl.key(ns) in cache:
+                pl.unplace(choice, saved)
                 continue
-            cache.add(key)
+            cache.add(pl.key(ns))
             if choice >= 0:
                 s.lift(choice)
                 placed += 1
-            frame_stack.append((cands, iq, block, i, choice, state, saved))
+            frames.append((cands, iq, block, i, choice, state, saved))
             path.append(op)
             state = ns
-            cands, iq, block = s.candidates(m)
+            cands, iq, block = s.candidates(pl.m)
             i = 0
             continue
         # every candidate tried here: note the frontier, go back one
         if best is None or len(path) > best[0]:
             best = (len(path), state, block, path[-6:])
-        if not frame_stack:
+        if not frames:
             return {"valid": False, "steps": steps, "frontier": _frontier(s, best)}
-        cands, iq, block, i, choice, state, saved = frame_stack.pop()
+        cands, iq, block, i, choice, state, saved = frames.pop()
         path.pop()
         if choice >= 0:
             s.unlift(choice)
             placed -= 1
-        _undo(s, lin, m, choice, placed_undo=True)
-        f, extra = saved
-
-
-def _undo(s, lin, m, choice, placed_undo):
-    if choice >= 0:
-        lin[choice] = False
-    else:
-        m[-1 - choice] -= 1
+        pl.unplace(choice, saved)
+    return {"valid": True, "steps": steps, "frontier": None}
 
 
 def _frontier(s, best):
@@ -489,13 +502,15 @@ def check(ops, initial=None, ledger_ids=None, budget=DEFAULT_BUDGET):
             start = int(first_seed["stock"])
         # the search takes about 4 steps per operation on a valid history;
         # backtracking near a late violation takes more
-        r = linearize(sops, start, budget + 50 * len(sops))
+        steps_allowed = budget + 50 * len(sops)
+        r = linearize(sops, start, steps_allowed)
         res["steps"] += r["steps"]
         if r["valid"] is True:
             continue
         fr = r["frontier"] or {}
         if r["valid"] == "unknown":
-            unknown.append(f"{sku}: unknown (budget: {budget} steps, {len(sops)} operations)")
+            unknown.append(f"{sku}: unknown (budget: {steps_allowed} search steps spent on "
+                           f"{len(sops)} operations)")
             continue
         if res["window"]:
             reasons.append(f"{sku}: not linearizable")
