@@ -152,5 +152,24 @@ class HistoryCheckerTest(unittest.TestCase):
         self.assertLess(r["steps"], 3 * n)
 
 
+
+
+class HistoryRenderTest(unittest.TestCase):
+    def test_invalid_cell_draws_its_window(self):
+        from lab.render.history import checker_html, load_checker_sections
+        h = [seed(0, 1, 10),
+             op(0, 10, 30, "a", "ok", 9), op(1, 12, 32, "b", "ok", 9), op(2, 14, None, "t", "indeterminate",
+                                                                          error="in_flight")]
+        c = {"cell": 3, "label": "none", "instances": 2, "checker": check(h, ledger_ids=["a", "b"])}
+        html = "\n".join(checker_html(c))
+        self.assertIn('class="history"', html)
+        self.assertIn("valid? NO", html)
+        self.assertEqual(html.count("<rect"), 2 + 5)          # two bars, five legend keys
+        self.assertIn('stroke="#e15759" stroke-width="3"', html)  # the operation no order places
+        self.assertIn("lost updates", html)
+        self.assertEqual(load_checker_sections([dict(c, checker=check(h[:2], ledger_ids=["a"]))]), [])
+        self.assertTrue(load_checker_sections([c]))
+
+
 if __name__ == "__main__":
     unittest.main()
