@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "base/config.h"
@@ -468,4 +469,13 @@ void lg_plan_free(struct lg_plan *p)
     free(p->targets);
     lg_tmpl_free(p->body);
     free(p);
+}
+
+void lg_raise_nofile(unsigned need)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < need + 64) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
 }

@@ -48,4 +48,8 @@ int lg_url_parse(const char *url, struct lg_url *u, char *err, size_t errlen);
 struct lg_plan *lg_plan_create(const struct lg_conf *c, int resolve);
 void lg_plan_free(struct lg_plan *p);
 
+/* Raise RLIMIT_NOFILE to its hard limit when need (+64) descriptors do not
+ * fit the soft one (the plan's connections). */
+void lg_raise_nofile(unsigned need);
+
 #endif

@@ -172,6 +172,32 @@ int lg_oplog_write(FILE *out, const struct lg_oplog *l, const struct lg_tmpl *bo
     return ferror(out) ? -1 : 0;
 }
 
+int lg_oplog_write_file(const char *path, const struct lg_oplog_part *parts, size_t n,
+                        const struct lg_tmpl *body)
+{
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    int rc = f ? 0 : -1;
+    uint64_t dropped = 0;
+    for (size_t i = 0; f && rc == 0 && i < n; i++) {
+        rc = lg_oplog_write(f, parts[i].log, body, parts[i].thread, parts[i].scratch);
+        dropped += parts[i].log->dropped;
+    }
+    if (f && fclose(f) != 0)
+        rc = -1;
+    if (rc == 0 && rename(tmp, path) != 0)
+        rc = -1;
+    if (rc != 0) {
+        fprintf(stderr, "loadgen: cannot write --history %s\n", path);
+        remove(tmp);
+    } else if (dropped) {
+        fprintf(stderr, "loadgen: --history lacks %llu operations (out of memory)\n",
+                (unsigned long long)dropped);
+    }
+    return rc;
+}
+
 void lg_oplog_free(struct lg_oplog *l)
 {
     if (!l)

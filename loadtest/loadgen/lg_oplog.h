@@ -66,6 +66,19 @@ int lg_oplog_write(FILE *out, const struct lg_oplog *l, const struct lg_tmpl *bo
  * COMMIT whose reply was lost; other statuses and no answer indeterminate. */
 const char *lg_op_outcome(const struct lg_op *op);
 
+/* One thread's part of the history file. */
+struct lg_oplog_part {
+    const struct lg_oplog *log;
+    unsigned thread;          /* its {thread} */
+    char *scratch;            /* body->max_len bytes */
+};
+
+/* Every part's operations into path (written whole to path.tmp, then
+ * renamed: a reader never sees half a file). Returns 0, or -1 with a
+ * message on stderr. */
+int lg_oplog_write_file(const char *path, const struct lg_oplog_part *parts, size_t n,
+                        const struct lg_tmpl *body);
+
 /* Free the buffer (NULL is fine); l is empty after. */
 void lg_oplog_free(struct lg_oplog *l);
 

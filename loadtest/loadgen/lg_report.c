@@ -237,3 +237,10 @@ err:
     free(tmp);
     return -1;
 }
+
+void lg_report_progress(FILE *out, double t_s, uint64_t requests, double rate, uint64_t errors)
+{
+    fprintf(out, "\r\033[K  %6.1fs  %12llu requests  %10.0f req/s  %llu errors", t_s,
+            (unsigned long long)requests, rate, (unsigned long long)errors);
+    fflush(out);
+}

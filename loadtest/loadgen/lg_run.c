@@ -14,12 +14,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "lg_conf.h"
 #include "lg_http.h"
 #include "lg_oplog.h"
+#include "lg_report.h"
 
 #define LG_RBUF       65536
 #define LG_EVENTS     256
@@ -250,19 +251,6 @@ static void conn_write(struct lg_conn *c, uint64_t now)
     want_out(c, 0);
 }
 
-static size_t put_dec(char *out, uint64_t v)
-{
-    char tmp[24];
-    size_t n = 0;
-    do {
-        tmp[n++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    for (size_t k = 0; k < n; k++)
-        out[k] = tmp[n - 1 - k];
-    return n;
-}
-
 static void conn_send(struct lg_conn *c, uint64_t now)
 {
     struct lg_worker *w = c->w;
@@ -285,7 +273,7 @@ static void conn_send(struct lg_conn *c, uint64_t now)
     }
     size_t o = (size_t)hlen;
     if (p->send_clen) {
-        o += put_dec(c->wbuf + o, (uint64_t)blen);
+        o += lg_put_dec(c->wbuf + o, (uint64_t)blen);
         memcpy(c->wbuf + o, "\r\n\r\n", 4);
         o += 4;
         memcpy(c->wbuf + o, w->body, (size_t)blen);
@@ -558,15 +546,6 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
-static void raise_nofile(unsigned need)
-{
-    struct rlimit rl;
-    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < need + 64) {
-        rl.rlim_cur = rl.rlim_max;
-        setrlimit(RLIMIT_NOFILE, &rl);
-    }
-}
-
 static void progress_line(struct lg_worker *ws, unsigned nw, uint64_t now,
                           uint64_t *last_req, uint64_t *last_t)
 {
@@ -576,40 +555,10 @@ static void progress_line(struct lg_worker *ws, unsigned nw, uint64_t now,
         err += atomic_load_explicit(&ws[i].prog_errors, memory_order_relaxed);
     }
     double dt = (double)(now - *last_t) / 1e6;
-    double rate = dt > 0 ? (double)(req - *last_req) / dt : 0;
-    fprintf(stderr, "\r\033[K  %6.1fs  %12llu requests  %10.0f req/s  %llu errors",
-            (double)(now - lg_start_us) / 1e6, (unsigned long long)req, rate,
-            (unsigned long long)err);
-    fflush(stderr);
+    lg_report_progress(stderr, (double)(now - lg_start_us) / 1e6, req,
+                       dt > 0 ? (double)(req - *last_req) / dt : 0, err);
     *last_req = req;
     *last_t = now;
-}
-
-/* Every thread's operations into plan->history (written whole to .tmp, then
- * renamed, so a reader never sees half a file). */
-static int write_history(const struct lg_plan *plan, struct lg_worker *ws, size_t n)
-{
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp", plan->history);
-    FILE *f = fopen(tmp, "w");
-    int rc = f ? 0 : -1;
-    uint64_t dropped = 0;
-    for (size_t i = 0; f && rc == 0 && i < n; i++) {
-        rc = lg_oplog_write(f, &ws[i].oplog, plan->body, ws[i].id, ws[i].body);
-        dropped += ws[i].oplog.dropped;
-    }
-    if (f && fclose(f) != 0)
-        rc = -1;
-    if (rc == 0 && rename(tmp, plan->history) != 0)
-        rc = -1;
-    if (rc != 0) {
-        fprintf(stderr, "loadgen: cannot write --history %s\n", plan->history);
-        remove(tmp);
-    } else if (dropped) {
-        fprintf(stderr, "loadgen: --history lacks %llu operations (out of memory)\n",
-                (unsigned long long)dropped);
-    }
-    return rc;
 }
 
 int lg_run(const struct lg_plan *plan, struct lg_stats *out, double *elapsed_s)
@@ -628,7 +577,7 @@ int lg_run(const struct lg_plan *plan, struct lg_stats *out, double *elapsed_s)
         fprintf(stderr, "loadgen: out of memory for %u connections\n", plan->connections);
         goto out;
     }
-    raise_nofile(plan->connections);
+    lg_raise_nofile(plan->connections);
     atomic_store(&lg_stop_flag, 0);
     atomic_store(&lg_next_seq, plan->seq_start);
     lg_start_us = lg_now_us();
@@ -708,8 +657,13 @@ join:
         if (ws[i].finished_at > end)
             end = ws[i].finished_at;
     }
-    if (plan->history && write_history(plan, ws, started) != 0)
-        rc = -1;
+    if (plan->history) {
+        struct lg_oplog_part parts[256];   /* --threads <= 256 */
+        for (size_t i = 0; i < started && i < 256; i++)
+            parts[i] = (struct lg_oplog_part){&ws[i].oplog, ws[i].id, ws[i].body};
+        if (lg_oplog_write_file(plan->history, parts, started, plan->body) != 0)
+            rc = -1;
+    }
     if (plan->duration_us && end - lg_start_us > plan->duration_us &&
         !atomic_load(&lg_stop_flag))
         end = lg_start_us + plan->duration_us;
