@@ -295,14 +295,16 @@ def ledger_join(ops, ledger_ids):
     """Every ok in the ledger once, every refusal absent, every ledger row
     an ok or an indeterminate operation. ops: the history (every SKU of the
     ledger); ledger_ids: the ledger's order_ids (one per row). An ok that
-    completed before a reseed's invoke is not looked for: the reseed cleared
-    the ledger of it. Returns {class: [order_id]} of the violations (only
+    may come before a reseed (invoked before the reseed answered) is not
+    looked for: the reseed cleared the ledger of the sales before it. Returns {class: [order_id]} of the violations (only
     non-empty classes); {} when the history has no order ids to join."""
     named = [op for op in ops if op.get("order_id") is not None and not is_seed(op)]
     if not named:
         return {}
-    reseeds = [op["invoke_ns"] for op in ops if op.get("op") == "reseed"]
-    last_reseed = max(reseeds) if reseeds else None
+    # a sale that may come before a reseed (invoked before the reseed was
+    # answered) may have been cleared with the ledger rows before it
+    reseeds = [op.get("complete_ns") or math.inf for op in ops if op.get("op") == "reseed"]
+    cleared_before = max(reseeds) if reseeds else None
     count = {}
     for oid in ledger_ids:
         count[oid] = count.get(oid, 0) + 1
@@ -314,8 +316,7 @@ def ledger_join(ops, ledger_ids):
     for op in named:
         oid = op["order_id"]
         if op["outcome"] == "ok" and oid not in count:
-            done = op.get("complete_ns")
-            if last_reseed is None or (done is not None and done >= last_reseed):
+            if cleared_before is None or op["invoke_ns"] >= cleared_before:
                 v["ok_not_in_ledger"].append(oid)
         elif op["outcome"] == "refused" and oid in count and outcome[oid] == {"refused"}:
             v["refused_but_sold"].append(oid)

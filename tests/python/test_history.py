@@ -121,6 +121,17 @@ class HistoryCheckerTest(unittest.TestCase):
         r = check(h, ledger_ids=["b", "c"])
         self.assertIs(r["valid"], True, r["reason"])
 
+    def test_sale_answered_during_a_reseed_may_be_cleared(self):
+        # the holder's sale committed while the reseed waited for the row,
+        # and was answered after the reseed was sent: the reseed cleared it
+        h = [seed(0, 1, 3), op(0, 10, 60, "holder", "ok", 2), seed(30, 70, 3, kind="reseed"),
+             op(1, 80, 90, "b", "ok", 2)]
+        r = check(h, ledger_ids=["b"])
+        self.assertIs(r["valid"], True, r["reason"])
+        # a sale sent after the reseed answered must be in the ledger
+        r = check(h, ledger_ids=[])
+        self.assertEqual(r["violations"]["ok_not_in_ledger"], ["b"])
+
     def test_ledger_row_nobody_was_answered_and_duplicates(self):
         h = [seed(0, 1, 5), op(0, 10, 20, "a", "ok", 4)]
         j = ledger_join(h, ["a", "a", "x"])
