@@ -483,6 +483,65 @@ def describe(op):
     return f"{op.get('order_id') or 'process ' + str(op.get('process'))} (sell {qty_of(op)}: {what})"
 
 
+def quick_witness(sops):
+    """Two ok answers that no order explains, whatever the stock before them
+    and whatever the others did (a lost update: both "9 left"; or "9 left"
+    answered before "10 left" was asked), found without the search, in
+    O(n log n); None when there is none or the SKU was reseeded (a reseed
+    raises the stock). Proof enough for "not linearizable" when the search
+    would run out of budget on a history a broken guard left in pieces."""
+    if sum(1 for o in sops if is_seed(o)) > 1:
+        return None
+    oks = [o for o in sops if o.get("outcome") == "ok" and o.get("remaining") is not None
+           and not o.get("duplicate")]
+    order = sorted(oks, key=lambda o: (-o["remaining"], o["invoke_ns"]))
+    pairs = [(a, b) for a, b in zip(order, order[1:])
+             if b["remaining"] + qty_of(b) > a["remaining"]]
+    first_done = None                     # the earliest answer among the later ones
+    for o in reversed(order):
+        if first_done is not None and (first_done.get("complete_ns") or math.inf) < o["invoke_ns"]:
+            pairs.append((first_done, o))
+        if first_done is None or (o.get("complete_ns") or math.inf) < (
+                first_done.get("complete_ns") or math.inf):
+            first_done = o
+    if not pairs:
+        return None
+    a, b = min(pairs, key=lambda p: max(p[0]["invoke_ns"], p[1]["invoke_ns"]))
+    return sorted((a, b), key=lambda o: o["invoke_ns"])
+
+
+def check_sku(sku, sops, start, budget):
+    """One SKU: (valid True|False|"unknown", window rows, reason, steps)."""
+    w = quick_witness(sops)
+    if w:
+        return False, [window_row(o, o is w[1]) for o in w], (
+            f"{sku}: not linearizable: {describe(w[0])} and {describe(w[1])} cannot both "
+            f"be ordered, whatever the stock before them and whatever the others did"), 0
+    # about 4 steps per operation on a valid history; backtracking near a
+    # late violation takes more
+    steps_allowed = budget + 50 * len(sops)
+    r = linearize(sops, start, steps_allowed)
+    if r["valid"] is True:
+        return True, [], "", r["steps"]
+    if r["valid"] == "unknown":
+        return "unknown", [], (f"{sku}: unknown (budget: {steps_allowed} search steps spent on "
+                               f"{len(sops)} operations)"), r["steps"]
+    fr = r["frontier"] or {}
+    mw = minimal_window(sops, fr.get("blocked"), budget)
+    if not mw:
+        return False, window_of(sops, fr), (
+            f"{sku}: not linearizable: no order of the operations places "
+            f"{describe(fr.get('blocked'))}; after the {fr.get('placed')} placed before it the "
+            f"stock is {fr.get('stock')}"), r["steps"]
+    win, last = mw
+    span = (max((o.get("complete_ns") or o["invoke_ns"]) for o in win)
+            - min(o["invoke_ns"] for o in win)) / 1e6
+    return False, [window_row(o, o is last) for o in win], (
+        f"{sku}: not linearizable: these {len(win)} operations ({span:.1f} ms) cannot be "
+        f"ordered, whatever the stock before them and whatever the others did; the search "
+        f"could not place {describe(last)}"), r["steps"]
+
+
 def check(ops, initial=None, ledger_ids=None, budget=DEFAULT_BUDGET):
     """The cell's checker block: {"valid": True|False|"unknown", "model",
     "ops", "reason", "window", "violations", "steps", "skus"}.
@@ -499,54 +558,28 @@ def check(ops, initial=None, ledger_ids=None, budget=DEFAULT_BUDGET):
         if start is None and first_seed is None:
             unknown.append(f"{sku}: no initial stock")
             continue
-        if start is None:
-            start = int(first_seed["stock"])
-        # the search takes about 4 steps per operation on a valid history;
-        # backtracking near a late violation takes more
-        steps_allowed = budget + 50 * len(sops)
-        r = linearize(sops, start, steps_allowed)
-        res["steps"] += r["steps"]
-        if r["valid"] is True:
-            continue
-        fr = r["frontier"] or {}
-        if r["valid"] == "unknown":
-            unknown.append(f"{sku}: unknown (budget: {steps_allowed} search steps spent on "
-                           f"{len(sops)} operations)")
-            continue
-        if res["window"]:
-            reasons.append(f"{sku}: not linearizable")
-            continue
-        mw = minimal_window(sops, fr.get("blocked"), budget)
-        if mw:
-            win, last = mw
-            res["window"] = [window_row(o, o is last) for o in win]
-            span = (max((o.get("complete_ns") or o["invoke_ns"]) for o in win)
-                    - min(o["invoke_ns"] for o in win)) / 1e6
-            reasons.append(f"{sku}: not linearizable: these {len(win)} operations ({span:.1f} ms) "
-                           f"cannot be ordered, whatever the stock before them and whatever the "
-                           f"others did; the search could not place {describe(last)}")
-        else:
-            res["window"] = window_of(sops, fr)
-            reasons.append(f"{sku}: not linearizable: no order of the operations places "
-                           f"{describe(fr.get('blocked'))}; after the {fr.get('placed')} placed "
-                           f"before it the stock is {fr.get('stock')}")
-        res["violations"]["not_linearizable"] = [w["order_id"] for w in res["window"]
-                                                 if w["order_id"] and not w.get("seed")][:MAX_IDS]
+        valid, win, why, steps = check_sku(sku, sops, start if start is not None
+                                           else int(first_seed["stock"]), budget)
+        res["steps"] += steps
+        if valid == "unknown":
+            unknown.append(why)
+        elif valid is False:
+            reasons.append(why)
+            if not res["window"]:
+                res["window"] = win
+                res["violations"]["not_linearizable"] = [
+                    w["order_id"] for w in win if w["order_id"] and not w.get("seed")][:MAX_IDS]
     lost = lost_update_ids(ops)
     if lost:
         res["violations"]["lost_updates"] = lost[:MAX_IDS]
     if ledger_ids is not None:
-        join = ledger_join(ops, ledger_ids)
-        for k, ids in join.items():
+        for k, ids in ledger_join(ops, ledger_ids).items():
             res["violations"][k] = ids[:MAX_IDS]
             reasons.append(f"{k.replace('_', ' ')}: {len(ids)} ({', '.join(ids[:3])}"
                            f"{', ...' if len(ids) > 3 else ''})")
-    if reasons:
-        res["valid"] = False
+    if reasons or unknown:
+        res["valid"] = False if reasons else "unknown"
         res["reason"] = "; ".join(reasons + unknown)
-    elif unknown:
-        res["valid"] = "unknown"
-        res["reason"] = "; ".join(unknown)
     else:
         res["reason"] = (f"linearizable: {len(ops)} operations on {res['skus']} SKU(s)"
                          + ("; every ok in the ledger once, no refusal in it, every row answered"

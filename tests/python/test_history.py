@@ -108,6 +108,21 @@ class HistoryCheckerTest(unittest.TestCase):
         self.assertEqual(r["valid"], "unknown")
         self.assertIn("budget", r["reason"])
 
+    def test_a_proven_lost_update_needs_no_search(self):
+        # the history of the budget test, plus two answers "900 left": the
+        # search would run out, the two answers alone prove it invalid
+        h = [seed(0, 1, 1000)]
+        h += [op(k, 10 + k, 1000 + k, f"t{k}", "indeterminate", error="timeout", qty=k)
+              for k in range(1, 21)]
+        h += [op(30, 2000, 2010, "x", "ok", 900), op(31, 2001, 2011, "y", "ok", 900)]
+        r = check(h, budget=20000)
+        self.assertIs(r["valid"], False)
+        self.assertEqual([w["order_id"] for w in r["window"]], ["x", "y"])
+        self.assertEqual(r["steps"], 0)
+        # answered "899 left" before "900 left" was asked: as impossible
+        h[-1] = op(31, 2020, 2030, "y", "ok", 901)
+        self.assertIs(check(h, budget=20000)["valid"], False)
+
     def test_out_of_stock_while_stock_remains(self):
         h = [seed(0, 1, 2), op(0, 10, 20, "a", "ok", 1),
              op(1, 30, 40, "b", "refused", error="out_of_stock")]
