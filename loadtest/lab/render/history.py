@@ -75,7 +75,7 @@ def svg_window(win, label):
     t1 = max(ends + [w["invoke_ns"] for w in win])
     span = max(t1 - t0, 1)
     W, left, right, top, row = 980, 90, 30, 40, 26
-    H = top + row * len(procs) + 40
+    H = top + row * len(procs) + 54
     pw = W - left - right
 
     def x(t):
@@ -104,7 +104,13 @@ def svg_window(win, label):
         o.append(f'<rect x="{xa:.1f}" y="{y}" width="{max(xb - xa, 2):.1f}" height="{row - 8}" rx="3" '
                  f'fill="{fill}" fill-opacity="0.8"{stroke}{dash}><title>{E(tip)}</title></rect>')
         o.append(f'<text x="{xa + 3:.1f}" y="{y + 13}" font-size="10">{E(bar_text(w))}</text>')
-    ly = top + row * len(procs) + 20
+    ay = top + row * len(procs) + 2
+    for k in range(5):                     # a time axis: ms since the window's first invoke
+        tx = left + pw * k / 4
+        o.append(f'<line x1="{tx:.1f}" y1="{ay}" x2="{tx:.1f}" y2="{ay + 4}" stroke="#333"/>'
+                 f'<text x="{tx:.1f}" y="{ay + 14}" text-anchor="middle" font-size="9">'
+                 f'+{span * k / 4 / 1e6:.1f} ms</text>')
+    ly = top + row * len(procs) + 34
     lx = left
     for k, col in (("ok (remaining)", "#59a14f"), ("refused", "#bab0ac"),
                    ("indeterminate (dashed: never answered)", "#edc948"), ("seed", "#4e79a7")):
