@@ -10,6 +10,8 @@ import signal
 import subprocess
 import time
 
+from .evidence import append_ops, check_file, history_path, ledger_ids
+from .history import seed_op
 from .net import http_json, label_of, scrape
 
 DRAIN_WAIT_S = 30   # longest wait for a write-behind cell's queue before its audit
@@ -44,9 +46,12 @@ def run_cell(c, sc, stack, run_id, loadgen, work, log):
     prefix = run_prefix(run_id, c)
     sku = f"{sc['sku_prefix']}-{prefix}"
     c["sku"] = sku
+    t_seed = time.monotonic_ns()
     st, seeded = http_json("PUT", f"{stack.inventory[0]}/inventory/{sku}", {"stock": c["stock"]})
     if st != 200:
         raise RuntimeError(f"seeding {sku} answered {st}: {seeded}")
+    hpath = history_path(work, prefix)
+    seeded_op = seed_op("seed", sku, c["stock"], t_seed, time.monotonic_ns())
     before = [scrape(u) for u in stack.inventory]
 
     body = {"sku": sku, "qty": 1}
@@ -63,10 +68,12 @@ def run_cell(c, sc, stack, run_id, loadgen, work, log):
     jpath = os.path.join(work, f"cell-{c['cell']}.loadgen.json")
     cmd = [loadgen, "-t", str(min(c["threads"], c["concurrency"])), "-c", str(c["concurrency"]),
            "-n", str(c["requests"]), "--timeout", f"{sc['timeout']}s", "--progress", "off",
-           "--latency-dist", "--json", jpath, "-m", "POST",
+           "--latency-dist", "--json", jpath, "--history", hpath, "-m", "POST",
            "-H", "Content-Type: application/json", "-b", json.dumps(body, separators=(",", ":"))]
     if c["rate"]:
         cmd += ["-R", str(c["rate"])]
+    if c.get("seed"):
+        cmd += ["--seed", str(c["seed"])]
     for u in urls:
         cmd += ["-u", u]
     c["loadgen_cmd"] = " ".join(shquote(a) for a in cmd)
@@ -109,6 +116,8 @@ def run_cell(c, sc, stack, run_id, loadgen, work, log):
     if audit.get("pending"):
         tail = f"{audit['pending']} sale(s) not yet in MySQL after {DRAIN_WAIT_S} s"
         c["note"] = f"{c['note']}; {tail}" if c.get("note") else tail
+    append_ops(hpath, [seeded_op])
+    c["checker"] = check_file(hpath, work, ledger_ids(stack, sku) if c["path"] != "order" else None)
     after = [scrape(u) for u in stack.inventory]
     delta = {}
     for b, a in zip(before, after):
@@ -154,6 +163,8 @@ def run_cell(c, sc, stack, run_id, loadgen, work, log):
         "lock_wait_mean_ms": round(1000 * msum("lab_lock_wait_seconds_sum") / waits, 3) if waits else 0.0,
         "lock_timeouts": int(round(msum("lab_lock_timeouts_total"))),
         "deductions_by_outcome": outcomes,
+        "in_flight": lg.get("in_flight", 0),
+        "valid": c["checker"]["valid"],
     })
 
 

@@ -18,7 +18,7 @@ results.csv, report.md and report.html from it (see loadtest/README.md,
 "Comparison reports").
 
   loadtest/compare [--scenario NAME|FILE|all] [--repeat N] [--fault-repeat M] [--out DIR]
-                   [--dir STACKDIR] [--driver local|external] [--keep]
+                   [--dir STACKDIR] [--driver local|external] [--keep] [--seed N]
   loadtest/compare --check FILE...        parse scenario files only
   loadtest/compare --render DIR           re-render the reports from DIR/results.json only
 
@@ -92,6 +92,10 @@ def main(argv=None):
                     help="stack driver (default: local, or external when LAB_INVENTORY_URLS is set "
                     "and no --dir)")
     ap.add_argument("--keep", action="store_true", help="leave the stack running at the end")
+    ap.add_argument("--seed", type=int, metavar="N",
+                    help="random seed of the run (printed and kept in results.json as \"seed\"; "
+                    "default: a new one): every cell's load draws from it, so --seed N repeats "
+                    "the same schedule")
     ap.add_argument("--check", nargs="+", metavar="FILE", help="parse scenario files, print their cells, exit")
     ap.add_argument("--render", "--render-only", dest="render", metavar="DIR",
                     help="rewrite the reports from DIR/results.json (no stack, no measuring)")
@@ -107,6 +111,9 @@ def main(argv=None):
             return 2
         print_tables(res["cells"])
         return 0
+    if a.seed is not None and not 1 <= a.seed < 2 ** 62:
+        print("compare: --seed must be 1..2^62-1", file=sys.stderr)
+        return 2
     if not 1 <= a.repeat <= 100 or (a.fault_repeat is not None and not 1 <= a.fault_repeat <= 100):
         print("compare: --repeat and --fault-repeat must be 1..100", file=sys.stderr)
         return 2
@@ -130,7 +137,7 @@ def main(argv=None):
             return 2
         stack.keep = a.keep
         try:
-            res = run_scenarios(scs, stack, loadgen, out, a.repeat, log, a.fault_repeat)
+            res = run_scenarios(scs, stack, loadgen, out, a.repeat, log, a.fault_repeat, a.seed)
         except StackDown as e:
             msg = str(e)
             print(f"compare: the stack did not start:\n{msg}", file=sys.stderr)

@@ -15,6 +15,8 @@ from .drivers import CellSkip
 from .faultplan import LEASE_GUARDS, OPTION_PROBES, PLAN, REDIS_STOCK_GUARDS, expect
 from .cell import run_prefix, shquote
 from .checker import invariant_block, outcomes
+from .evidence import append_ops, check_file, history_path
+from .history import runner_op, seed_op
 from .net import http_json
 
 
@@ -77,13 +79,18 @@ class FaultRunner:
         return b
 
     def holder(self, url, body, timeout, out):
+        # the history's process and times (monotonic, as loadgen's) are set
+        # before the request goes: one never answered is still an operation
+        out.update({"body": body, "invoke_ns": time.monotonic_ns()})
+
         def go():
             t = time.time()
             try:
                 st, r = http_json("POST", url + "/inventory/deduct", body, timeout=timeout)
             except OSError as e:
                 st, r = 0, {"error": "no_answer", "detail": str(e)[:100]}
-            out.update({"status": st, "answer": r, "sent_at": t, "done_at": time.time()})
+            out.update({"status": st, "answer": r, "sent_at": t, "done_at": time.time(),
+                        "complete_ns": time.monotonic_ns()})
         th = threading.Thread(target=go, daemon=True)
         th.start()
         return th
@@ -117,9 +124,12 @@ class FaultRunner:
         self.probe(c)
         prefix = run_prefix(self.run_id, c)
         c["sku"] = sku = f"{self.prefix}-{prefix}"
+        t_seed = time.monotonic_ns()
         st, r = http_json("PUT", f"{self.inv(1)}/inventory/{sku}", {"stock": c["stock"]})
         if st != 200:
             raise RuntimeError(f"seeding {sku} answered {st}: {r}")
+        hpath = history_path(self.work, prefix)
+        self.own_ops = [seed_op("seed", sku, c["stock"], t_seed, time.monotonic_ns())]
 
         # the buyers hold 20 ms, or the variant's hold_ms (a cell that must
         # show overlapping buyers, e.g. no guard under restart)
@@ -131,8 +141,10 @@ class FaultRunner:
         jpath = os.path.join(self.work, f"cell-{c['cell']}.loadgen.json")
         cmd = [self.loadgen, "-t", "2", "-c", "16", "-R", str(plan["rate"]),
                "-d", f"{plan['duration']}s", "--timeout", "20s", "--progress", "off",
-               "--json", jpath, "-m", "POST", "-H", "Content-Type: application/json",
+               "--json", jpath, "--history", hpath, "-m", "POST", "-H", "Content-Type: application/json",
                "-b", json.dumps(buyers, separators=(",", ":"))]
+        if c.get("seed"):
+            cmd += ["--seed", str(c["seed"])]
         for i in plan["buyers"]:
             cmd += ["-u", self.inv(i) + "/inventory/deduct"]
         c["loadgen_cmd"] = " ".join(cmd)
@@ -176,7 +188,7 @@ class FaultRunner:
             lg = json.load(f)
         os.unlink(jpath)
         time.sleep(1)   # answers still on their way
-        self.finish(c, lg, events, hold, t0)
+        self.finish(c, lg, events, hold, t0, hpath)
 
     # pause: the holder stalls past its lease, a buyer sells, the holder wakes
     def _pause(self, c, at, ev, hold, prefix, after):
@@ -284,9 +296,12 @@ class FaultRunner:
         ev("reseed through inventory-2")
         st, r = 0, {}
         for _ in range(20):     # a reseed refused (sku_busy, 503) changed nothing: again
+            t_put = time.monotonic_ns()
             st, r = http_json("PUT", f"{self.inv(2)}/inventory/{c['sku']}", {"stock": c["stock"]},
                               timeout=15)
             if st == 200:
+                self.own_ops.append(seed_op("reseed", c["sku"], c["stock"], t_put,
+                                            time.monotonic_ns()))
                 break
             time.sleep(0.2)
         hold["reseed"] = {"status": st, "error": r.get("error")}
@@ -338,10 +353,16 @@ class FaultRunner:
 
     # ---- results --------------------------------------------------------
 
-    def finish(self, c, lg, events, hold, t0):
+    def finish(self, c, lg, events, hold, t0, hpath):
         audit = self.settled_audit(c)
         self.log.write(f"audit {c['sku']}: {json.dumps(audit)}\n")
         sales = self.ledger_times(c["sku"])
+        for name, h in (("holder", hold), ("buyer-b", hold.get("buyer_b") or {})):
+            if h.get("invoke_ns"):
+                self.own_ops.append(runner_op(name, h["invoke_ns"], h.get("complete_ns"),
+                                              h["body"], h.get("status", 0), h.get("answer")))
+        append_ops(hpath, self.own_ops)
+        checker = check_file(hpath, self.work, [s[2] for s in sales])
         by_status = dict(lg["by_status"])
         by_error = dict(lg["by_error"])
         for h in (hold, hold.get("buyer_b") or {}):
@@ -375,7 +396,10 @@ class FaultRunner:
         else:
             held = consistent and audit["oversold"] == 0
         hans = hold.get("answer") or {}
-        outc = outcomes(by_status, lg["errors"], by_error)
+        # requests still unanswered when loadgen stopped (and a holder that
+        # never answered) may yet sell: indeterminate, as in the history
+        unanswered = lg.get("in_flight", 0) + (1 if hold.get("invoke_ns") and "status" not in hold else 0)
+        outc = outcomes(by_status, dict(lg["errors"], in_flight=unanswered), by_error)
         window = None
         if hold.get("sent_at"):
             # the holder's stale write overwrote what others sold between its
@@ -409,6 +433,7 @@ class FaultRunner:
             "by_status": by_status, "by_error": by_error, "socket_errors": lg["errors"],
             "reconnects": lg.get("reconnects", 0), "requests": lg["requests"],
             "fenced": fenced, "n503": n503, "drift": drift, "pending": audit.get("pending"),
+            "in_flight": unanswered,
             "unacknowledged": inv["unacknowledged"], "stop_s": hold.get("stop_s"),
             "reseed": hold.get("reseed"),
             "holder": {"status": hold.get("status"), "error": hans.get("error"),
@@ -417,7 +442,7 @@ class FaultRunner:
             "events": events, "recovery": recover,
             "recover_s": next((r["recover_s"] for r in recover), None),
             "timeline": lg.get("timeline", {}),
-            "outcomes": outc, "invariant": inv, "valid": inv["valid"],
+            "outcomes": outc, "invariant": inv, "checker": checker, "valid": checker["valid"],
             "reproduce": reproduce_command(c),
         })
 
@@ -431,4 +456,5 @@ def reproduce_command(c):
         pairs.append(f"{k}={'true' if v is True else 'false' if v is False else v}")
     conf = f"fault = {c['fault']}\\nvariant = {label} : {' '.join(pairs)}\\n"
     return (f"printf {shquote(conf)} > /tmp/cell.conf && "
-            "loadtest/compare --scenario /tmp/cell.conf --dir ./run")
+            "loadtest/compare --scenario /tmp/cell.conf --dir ./run"
+            + (f" --seed {c['seed']}" if c.get("seed") else ""))

@@ -83,7 +83,14 @@ def needs_failover(sc):
     return False
 
 
-def measure(sc, stack, loadgen, out, repeat, log, fault_repeat=None):
+def cell_seed(seed, run):
+    """One run's seed: the run's own for the first run of every cell, so a
+    cell's reproduce command (a one-cell scenario with --seed) repeats it;
+    a later run's derived from it (never 0: loadgen's "from the clock")."""
+    return seed if run == 1 else (seed * 1000003 + run) % (2 ** 62) or 1
+
+
+def measure(sc, stack, loadgen, out, repeat, log, fault_repeat=None, seed=1):
     """Runs every cell `repeat` times; returns (cells, machine, interrupted,
     {guard: GET /guards entry}). Raises StackDown when the stack does not
     start."""
@@ -128,6 +135,7 @@ def measure(sc, stack, loadgen, out, repeat, log, fault_repeat=None):
             for r in range(1, n + 1):
                 one = copy.deepcopy(c)
                 one["run"] = r
+                one["seed"] = cell_seed(seed, r)
                 run_one(one, sc, stack, faults, run_id, loadgen, out, log)
                 runs.append(one)
                 rtag = f"{tag} run {r}/{n}" if n > 1 else tag
@@ -169,9 +177,13 @@ def write_results(res, out):
         f.write("\n")
 
 
-def run_scenarios(scs, stack, loadgen, out, repeat, log, fault_repeat=None):
+def run_scenarios(scs, stack, loadgen, out, repeat, log, fault_repeat=None, seed=None):
     """Measure one or more parsed scenarios on one stack into one
-    results.json (several: `make demo SCENARIO=all`). Returns the document."""
+    results.json (several: `make demo SCENARIO=all`). seed: the run's random
+    seed (None: a new one), printed and kept as "seed". Returns the document."""
+    if seed is None:
+        seed = int.from_bytes(os.urandom(4), "big") + 1
+    print(f"compare: seed {seed} (repeat this run's schedule with --seed {seed})", flush=True)
     t0 = time.time()
     now = datetime.datetime.now(datetime.timezone.utc)
 
@@ -187,7 +199,8 @@ def run_scenarios(scs, stack, loadgen, out, repeat, log, fault_repeat=None):
             print(f"compare: scenario {sc['name']} ({sc['file']}), stack {stack.dir}"
                   f"{' (LAB_PORT_BASE=' + os.environ['LAB_PORT_BASE'] + ')' if os.environ.get('LAB_PORT_BASE') else ''}",
                   flush=True)
-            cells, machine, interrupted, more = measure(sc, stack, loadgen, out, repeat, log, fault_repeat)
+            cells, machine, interrupted, more = measure(sc, stack, loadgen, out, repeat, log, fault_repeat,
+                                                        seed)
             api.update(more)
             for c in cells:
                 if len(scs) > 1:
@@ -207,6 +220,7 @@ def run_scenarios(scs, stack, loadgen, out, repeat, log, fault_repeat=None):
                       loadgen, repeat, stack.name)
     res["guards"] = guard_info(all_cells, api)
     res["fault_repeat"] = fault_repeat or repeat
+    res["seed"] = seed
     for s in scs:
         if s.get("cluster"):
             res["cluster"] = s["cluster"]

@@ -24,6 +24,9 @@ def verdict(c):
         parts.append(f"oversold {c['oversold']} units")
     if c["lost_updates"] != 0:
         parts.append(f"lost {c['lost_updates']} updates")
+    if c.get("valid") is False:
+        parts.append("history not linearizable" if "not_linearizable" in
+                     ((c.get("checker") or {}).get("violations") or {}) else "history invalid")
     if parts:
         return ", ".join(parts)
     if c["consistent"]:
@@ -34,7 +37,7 @@ def verdict(c):
 def verdict_class(c):
     if c.get("status") != "ok":
         return "skip"
-    return "good" if c["consistent"] else "bad"
+    return "good" if c["consistent"] and c.get("valid") is not False else "bad"
 
 
 def measured_text(c):
@@ -108,7 +111,7 @@ def run_summary(r):
     if r.get("status") != "ok":
         out["reason"] = r.get("reason", "")
         return out
-    for k in ("sku", "sold", "oversold", "lost_updates", "consistent", "ok_per_s", "rps",
+    for k in ("sku", "seed", "sold", "oversold", "lost_updates", "consistent", "ok_per_s", "rps",
               "measured", "outcomes", "valid", "loadgen_cmd"):
         if k in r:
             out[k] = r[k]
@@ -141,15 +144,29 @@ def aggregate_runs(runs):
         rp["held"] = sum(1 for r in ok if held(r))
         rp["broke"] = len(ok) - rp["held"]
         c["measured"] = "held" if rp["broke"] == 0 else "broke"
-        if "valid" in c:
-            c["valid"] = all(r.get("valid") for r in ok)
-            bad = next((r for r in ok if r.get("invariant") and not r["invariant"]["valid"]), None)
-            if bad is not None:
-                # show the violations of the first invalid run
-                c["invariant"] = bad["invariant"]
-                c["invariant_run"] = bad.get("run", 1)
+        bad = next((r for r in ok if r.get("invariant") and not r["invariant"]["valid"]), None)
+        if bad is not None:
+            # show the violations of the first invalid run
+            c["invariant"] = bad["invariant"]
+            c["invariant_run"] = bad.get("run", 1)
+    if "valid" in c:
+        c["valid"] = runs_valid([r.get("valid") for r in ok])
+        bad = next((r for r in ok if (r.get("checker") or {}).get("valid") is False), None)
+        if bad is not None and len(runs) > 1:
+            c["checker"] = bad["checker"]       # the evidence of the first invalid run
+            c["checker_run"] = bad.get("run", 1)
     c["repeat"] = rp
     return c
+
+
+def runs_valid(vs):
+    """The history checker's verdict over runs: False when any run is
+    invalid, "unknown" when any could not be decided, else True."""
+    if any(v is False for v in vs):
+        return False
+    if any(v is not True for v in vs):
+        return "unknown"
+    return True
 
 
 def runs_text(c):
@@ -190,7 +207,7 @@ def matrix_entry(c):
         return {"verdict": v, "text": text, "cell": c["cell"], "runs": runs_text(c),
                 "valid": c.get("valid")}
     else:
-        v = "held" if c["consistent"] else "broke"
+        v = "held" if c["consistent"] and c.get("valid") is not False else "broke"
         text = verdict(c)
     return {"verdict": v, "text": text, "cell": c["cell"], "runs": runs_text(c)}
 

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "base/config.h"
@@ -44,6 +45,11 @@ static const struct cfg_opt lg_opts[] = {
      "first {seq} value"},
     {"json", "LG_JSON", CFG_STR, "", 0, 0, OFF(json), SZ(json),
      "also write a machine-readable summary to this file"},
+    {"history", "LG_HISTORY", CFG_STR, "", 0, 0, OFF(history), SZ(history),
+     "write every request as one JSON line to this file (process, invoke_ns, complete_ns, "
+     "sku, qty, order_id, outcome ok|refused|indeterminate, status, remaining, error)"},
+    {"seed", "LG_SEED", CFG_INT, "0", 0, 4000000000000000000L, OFF(seed), 0,
+     "random seed of {rand} and {uuid} (0: from the clock); the same seed, the same values"},
     {"latency-dist", NULL, CFG_BOOL, "false", 0, 0, OFF(latency_dist), 0,
      "print (and put in --json) the full latency distribution"},
     {"progress", "LG_PROGRESS", CFG_STR, "auto", 0, 0, OFF(progress), SZ(progress),
@@ -409,6 +415,8 @@ struct lg_plan *lg_plan_create(const struct lg_conf *c, int resolve)
     p->timeout_us = (uint64_t)c->timeout_ms * 1000;
     p->seq_start = (uint64_t)c->seq_start;
     p->rate = (double)c->rate;
+    p->history = c->history[0] ? c->history : NULL;
+    p->seed = (uint64_t)c->seed;
     p->progress = !strcmp(c->progress, "on") || (!strcmp(c->progress, "auto") && isatty(2));
     p->targets = calloc(c->nurls, sizeof *p->targets);
     if (!p->targets)
@@ -461,4 +469,13 @@ void lg_plan_free(struct lg_plan *p)
     free(p->targets);
     lg_tmpl_free(p->body);
     free(p);
+}
+
+void lg_raise_nofile(unsigned need)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < need + 64) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
 }

@@ -20,6 +20,8 @@ struct lg_conf {
     char body[LG_BODY_MAX];
     char body_file[1024];
     char json[1024];
+    char history[1024];
+    long seed;
     int latency_dist;
     char progress[8];          /* auto | on | off */
     char repeat_shown[2];      /* unused target of the -u/-H help rows */
@@ -45,5 +47,9 @@ int lg_url_parse(const char *url, struct lg_url *u, char *err, size_t errlen);
  * (tests). */
 struct lg_plan *lg_plan_create(const struct lg_conf *c, int resolve);
 void lg_plan_free(struct lg_plan *p);
+
+/* Raise RLIMIT_NOFILE to its hard limit when need (+64) descriptors do not
+ * fit the soft one (the plan's connections). */
+void lg_raise_nofile(unsigned need);
 
 #endif

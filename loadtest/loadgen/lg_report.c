@@ -70,6 +70,9 @@ void lg_report_text(FILE *out, const struct lg_stats *s, const struct lg_report_
             (unsigned long long)s->err_connect, (unsigned long long)s->err_read,
             (unsigned long long)s->err_write, (unsigned long long)s->err_timeout,
             (unsigned long long)s->err_parse, (unsigned long long)s->reconnects);
+    if (s->in_flight)
+        fprintf(out, "  in flight at the end %llu (sent, never answered: they may still take effect)\n",
+                (unsigned long long)s->in_flight);
     if (ri->latency_dist && h->count) {
         fprintf(out, "  latency distribution (ms, one row per histogram bucket):\n");
         fprintf(out, "  %12s  %10s  %12s  %12s  %12s\n", "value", "percentile", "total",
@@ -182,10 +185,11 @@ void lg_report_json(FILE *out, const struct lg_stats *s, const struct lg_report_
         fprintf(out, "%s\"other\":%llu", s->ncodes ? "," : "",
                 (unsigned long long)s->codes_other);
     fprintf(out, "},\"errors\":{\"connect\":%llu,\"read\":%llu,\"write\":%llu,"
-                 "\"timeout\":%llu,\"parse\":%llu},\"reconnects\":%llu,",
+                 "\"timeout\":%llu,\"parse\":%llu},\"reconnects\":%llu,\"in_flight\":%llu,",
             (unsigned long long)s->err_connect, (unsigned long long)s->err_read,
             (unsigned long long)s->err_write, (unsigned long long)s->err_timeout,
-            (unsigned long long)s->err_parse, (unsigned long long)s->reconnects);
+            (unsigned long long)s->err_parse, (unsigned long long)s->reconnects,
+            (unsigned long long)s->in_flight);
     fprintf(out, "\"bytes\":{\"read\":%llu,\"written\":%llu},",
             (unsigned long long)s->bytes_read, (unsigned long long)s->bytes_written);
     fprintf(out, "\"latency_ms\":{\"p50\":%.3f,\"p90\":%.3f,\"p99\":%.3f,\"p999\":%.3f,"
@@ -232,4 +236,11 @@ err_unlink:
 err:
     free(tmp);
     return -1;
+}
+
+void lg_report_progress(FILE *out, double t_s, uint64_t requests, double rate, uint64_t errors)
+{
+    fprintf(out, "\r\033[K  %6.1fs  %12llu requests  %10.0f req/s  %llu errors", t_s,
+            (unsigned long long)requests, rate, (unsigned long long)errors);
+    fflush(out);
 }

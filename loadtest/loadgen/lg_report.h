@@ -2,6 +2,7 @@
 #ifndef LG_REPORT_H
 #define LG_REPORT_H
 
+#include <stdint.h>
 #include <stdio.h>
 
 #include "lg_run.h"
@@ -14,6 +15,10 @@ struct lg_report_info {
     int latency_dist;     /* include the full distribution */
     const struct lg_timeline *timeline;  /* NULL: no "timeline" in the JSON */
 };
+
+/* The progress line (\r, cleared): seconds since the start, requests so
+ * far, the rate since the last line and the socket errors. */
+void lg_report_progress(FILE *out, double t_s, uint64_t requests, double rate, uint64_t errors);
 
 /* Write the human summary. */
 void lg_report_text(FILE *out, const struct lg_stats *s, const struct lg_report_info *ri);

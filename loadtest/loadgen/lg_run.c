@@ -14,11 +14,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "lg_conf.h"
 #include "lg_http.h"
+#include "lg_oplog.h"
+#include "lg_report.h"
 
 #define LG_RBUF       65536
 #define LG_EVENTS     256
@@ -48,6 +50,8 @@ struct lg_conn {
     double next_send;        /* open loop: intended time of the next request */
     uint64_t fail_since;     /* first connect failure in a row, 0 if none */
     uint64_t backoff_us;
+    uint32_t id;             /* the connection's index: its process in --history */
+    long op;                 /* its open --history operation, -1 if none */
     char *wbuf;
     size_t wlen, woff;
     struct lg_http_parser parser;
@@ -68,6 +72,7 @@ struct lg_worker {
     uint64_t rng;
     char *body;              /* scratch for the expanded body */
     struct lg_stats stats;
+    struct lg_oplog oplog;   /* --history: this thread's operations */
     struct lg_timeline tl;   /* this thread's seconds, merged after join */
     uint64_t tl_errors;      /* socket errors already put on the timeline */
     _Atomic uint64_t prog_requests, prog_errors;
@@ -145,9 +150,13 @@ static void connect_failed(struct lg_conn *c, uint64_t now)
     set_due(c, now + c->backoff_us);
 }
 
-/* Drop the connection after an error or a close and open a new one. */
-static void conn_reset(struct lg_conn *c, uint64_t now)
+/* Drop the connection after an error or a close and open a new one; a
+ * request in flight on it ends without an answer (why). */
+static void conn_reset(struct lg_conn *c, uint64_t now, enum lg_op_fail why)
 {
+    if (c->op >= 0)
+        lg_oplog_fail(&c->w->oplog, c->op, now, why);
+    c->op = -1;
     conn_close_fd(c);
     c->state = C_DOWN;
     conn_connect(c, now);
@@ -236,23 +245,10 @@ static void conn_write(struct lg_conn *c, uint64_t now)
         }
         w->stats.err_write++;
         publish(w);
-        conn_reset(c, now);
+        conn_reset(c, now, LG_OP_WRITE);
         return;
     }
     want_out(c, 0);
-}
-
-static size_t put_dec(char *out, uint64_t v)
-{
-    char tmp[24];
-    size_t n = 0;
-    do {
-        tmp[n++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    for (size_t k = 0; k < n; k++)
-        out[k] = tmp[n - 1 - k];
-    return n;
 }
 
 static void conn_send(struct lg_conn *c, uint64_t now)
@@ -264,6 +260,8 @@ static void conn_send(struct lg_conn *c, uint64_t now)
         conn_finish(c);
         return;
     }
+    if (p->history)
+        c->op = lg_oplog_begin(&w->oplog, c->id, seq, w->rng, now);
     struct lg_tmpl_vars v = {.seq = seq, .thread = w->id, .rng = &w->rng};
     long blen = 0;
     if (p->body)
@@ -275,7 +273,7 @@ static void conn_send(struct lg_conn *c, uint64_t now)
     }
     size_t o = (size_t)hlen;
     if (p->send_clen) {
-        o += put_dec(c->wbuf + o, (uint64_t)blen);
+        o += lg_put_dec(c->wbuf + o, (uint64_t)blen);
         memcpy(c->wbuf + o, "\r\n\r\n", 4);
         o += 4;
         memcpy(c->wbuf + o, w->body, (size_t)blen);
@@ -309,9 +307,13 @@ static void response_done(struct lg_conn *c, uint64_t now)
         lg_stats_code(s, code);
     lg_hist_record(&s->latency, now > c->start_us ? now - c->start_us : 0);
     lg_tl_response(&w->tl, now, c->parser.status, now > c->start_us ? now - c->start_us : 0);
+    if (c->op >= 0)
+        lg_oplog_answer(&w->oplog, c->op, now, c->parser.status, c->parser.body,
+                        c->parser.body_len);
+    c->op = -1;
     publish(w);
     if (c->parser.conn_close) {
-        conn_reset(c, now);
+        conn_reset(c, now, LG_OP_ANSWERED);
         return;
     }
     conn_idle(c, now);
@@ -330,7 +332,7 @@ static void conn_readable(struct lg_conn *c)
                 return;
             w->stats.err_read++;
             publish(w);
-            conn_reset(c, now);
+            conn_reset(c, now, LG_OP_READ);
             return;
         }
         if (n == 0) {
@@ -343,7 +345,7 @@ static void conn_readable(struct lg_conn *c)
                 w->stats.err_read++;
                 publish(w);
             }
-            conn_reset(c, now);   /* idle keep-alive closed by the server */
+            conn_reset(c, now, LG_OP_READ);   /* idle keep-alive closed by the server */
             return;
         }
         w->stats.bytes_read += (uint64_t)n;
@@ -353,7 +355,7 @@ static void conn_readable(struct lg_conn *c)
                 /* bytes nobody asked for: the stream is out of step */
                 w->stats.err_parse++;
                 publish(w);
-                conn_reset(c, now);
+                conn_reset(c, now, LG_OP_PARSE);
                 return;
             }
             size_t used;
@@ -362,7 +364,7 @@ static void conn_readable(struct lg_conn *c)
             if (r == LG_HTTP_ERR) {
                 w->stats.err_parse++;
                 publish(w);
-                conn_reset(c, now);
+                conn_reset(c, now, LG_OP_PARSE);
                 return;
             }
             if (r == LG_HTTP_MORE)
@@ -449,7 +451,7 @@ static void service_timers(struct lg_worker *w, uint64_t now)
             case C_BUSY:
                 w->stats.err_timeout++;
                 publish(w);
-                conn_reset(c, now);
+                conn_reset(c, now, LG_OP_TIMEOUT);
                 break;
             case C_READY:
                 conn_send(c, now);
@@ -531,19 +533,17 @@ static void *worker_main(void *arg)
         timeline_errors(w, lg_now_us());
     }
     w->finished_at = lg_now_us();
+    for (size_t i = 0; i < w->nconns; i++) {
+        /* sent, never answered: it may still take effect after the end */
+        if (w->conns[i].state == C_BUSY)
+            w->stats.in_flight++;
+        lg_oplog_fail(&w->oplog, w->conns[i].op, w->finished_at, LG_OP_IN_FLIGHT);
+        w->conns[i].op = -1;
+    }
     timeline_errors(w, w->finished_at);
     publish(w);
     atomic_store(&w->done, 1);
     return NULL;
-}
-
-static void raise_nofile(unsigned need)
-{
-    struct rlimit rl;
-    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < need + 64) {
-        rl.rlim_cur = rl.rlim_max;
-        setrlimit(RLIMIT_NOFILE, &rl);
-    }
 }
 
 static void progress_line(struct lg_worker *ws, unsigned nw, uint64_t now,
@@ -555,11 +555,8 @@ static void progress_line(struct lg_worker *ws, unsigned nw, uint64_t now,
         err += atomic_load_explicit(&ws[i].prog_errors, memory_order_relaxed);
     }
     double dt = (double)(now - *last_t) / 1e6;
-    double rate = dt > 0 ? (double)(req - *last_req) / dt : 0;
-    fprintf(stderr, "\r\033[K  %6.1fs  %12llu requests  %10.0f req/s  %llu errors",
-            (double)(now - lg_start_us) / 1e6, (unsigned long long)req, rate,
-            (unsigned long long)err);
-    fflush(stderr);
+    lg_report_progress(stderr, (double)(now - lg_start_us) / 1e6, req,
+                       dt > 0 ? (double)(req - *last_req) / dt : 0, err);
     *last_req = req;
     *last_t = now;
 }
@@ -580,7 +577,7 @@ int lg_run(const struct lg_plan *plan, struct lg_stats *out, double *elapsed_s)
         fprintf(stderr, "loadgen: out of memory for %u connections\n", plan->connections);
         goto out;
     }
-    raise_nofile(plan->connections);
+    lg_raise_nofile(plan->connections);
     atomic_store(&lg_stop_flag, 0);
     atomic_store(&lg_next_seq, plan->seq_start);
     lg_start_us = lg_now_us();
@@ -593,7 +590,8 @@ int lg_run(const struct lg_plan *plan, struct lg_stats *out, double *elapsed_s)
         w->id = i;
         w->plan = plan;
         w->epfd = -1;
-        w->rng = lg_rand_seed(lg_start_us ^ ((uint64_t)i << 32) ^ (uint64_t)getpid());
+        w->rng = lg_rand_seed((plan->seed ? plan->seed : lg_start_us ^ (uint64_t)getpid()) ^
+                              ((uint64_t)i << 32));
         w->interval_us = interval;
         w->end_us = plan->duration_us ? lg_start_us + plan->duration_us : 0;
         w->nconns = plan->connections / nw + (i < plan->connections % nw);
@@ -605,6 +603,8 @@ int lg_run(const struct lg_plan *plan, struct lg_stats *out, double *elapsed_s)
             struct lg_conn *c = &conns[ci];
             c->w = w;
             c->fd = -1;
+            c->id = (uint32_t)ci;
+            c->op = -1;
             c->tgt = &plan->targets[ci % plan->ntargets];
             c->wbuf = wbufs + ci * plan->req_max;
             /* spread first sends over one interval so connections do not
@@ -657,6 +657,13 @@ join:
         if (ws[i].finished_at > end)
             end = ws[i].finished_at;
     }
+    if (plan->history) {
+        struct lg_oplog_part parts[256];   /* --threads <= 256 */
+        for (size_t i = 0; i < started && i < 256; i++)
+            parts[i] = (struct lg_oplog_part){&ws[i].oplog, ws[i].id, ws[i].body};
+        if (lg_oplog_write_file(plan->history, parts, started, plan->body) != 0)
+            rc = -1;
+    }
     if (plan->duration_us && end - lg_start_us > plan->duration_us &&
         !atomic_load(&lg_stop_flag))
         end = lg_start_us + plan->duration_us;
@@ -670,6 +677,7 @@ out:
         if (ws[i].epfd > 0)
             close(ws[i].epfd);
         free(ws[i].body);
+        lg_oplog_free(&ws[i].oplog);
         lg_tl_free(&ws[i].tl);
     }
     free(wbufs);

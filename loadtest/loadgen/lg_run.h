@@ -45,11 +45,14 @@ struct lg_plan {
     int progress;          /* print a progress line on stderr */
     size_t req_max;        /* bound of one expanded request */
     struct lg_timeline *timeline;  /* NULL, or filled by lg_run (caller frees with lg_tl_free) */
+    const char *history;   /* NULL, or --history FILE: every operation, written after join */
+    uint64_t seed;         /* random state of {rand}/{uuid}; 0: from the clock */
 };
 
 /* Run the plan to completion (count, duration, every connection given up,
  * or lg_run_stop). Fills *out with the merged statistics and *elapsed_s with
- * the wall time. Returns 0, or -1 when threads or memory could not be had
+ * the wall time, and writes plan->history when set. Returns 0, or -1 when
+ * threads or memory could not be had, or the history could not be written
  * (errstr in plan is not touched; a message goes to stderr). */
 int lg_run(const struct lg_plan *plan, struct lg_stats *out, double *elapsed_s);
 

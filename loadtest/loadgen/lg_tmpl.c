@@ -277,3 +277,16 @@ long lg_tmpl_expand(const struct lg_tmpl *t, const struct lg_tmpl_vars *v,
     }
     return (long)o;
 }
+
+size_t lg_put_dec(char *out, uint64_t v)
+{
+    char tmp[24];
+    size_t n = 0;
+    do {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    for (size_t k = 0; k < n; k++)
+        out[k] = tmp[n - 1 - k];
+    return n;
+}

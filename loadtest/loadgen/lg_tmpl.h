@@ -48,6 +48,9 @@ void lg_tmpl_free(struct lg_tmpl *t);
 long lg_tmpl_expand(const struct lg_tmpl *t, const struct lg_tmpl_vars *v,
                     char *out, size_t cap);
 
+/* Write v in decimal to out (no NUL; at most 20 bytes); returns the length. */
+size_t lg_put_dec(char *out, uint64_t v);
+
 /* xorshift64* step; state must be nonzero (lg_rand_seed makes it so). */
 uint64_t lg_rand_next(uint64_t *state);
 uint64_t lg_rand_seed(uint64_t x);

@@ -59,6 +59,22 @@ for n in 1 2; do
     # `none` must at least be reported faithfully: verdict text matches the numbers.
     [ "$(jq '.sold == .successes' <<< "$c")" = true ] || fail "none x$n: sold != successes: $c"
 done
+# every cell carries the history checker's verdict, from its own history file
+[ "$(jq '[.cells[] | select(.checker.model == "counter" and (.checker.ops > 200))] | length' "$r")" = 4 ] \
+    || fail "a cell lacks the history checker: $(jq -c '[.cells[] | {label, checker: (.checker | {valid, ops})}]' "$r")"
+for f in $(jq -r '.cells[].checker.file' "$r"); do
+    [ -s "$tmp/out/$f" ] || fail "history file $f missing"
+done
+[ "$(jq '[.cells[] | select(.guard == "conditional-update" and .checker.valid == true and .valid == true)] | length' "$r")" = 2 ] \
+    || fail "conditional-update not valid by the history checker: $(jq -c '[.cells[] | .checker.reason]' "$r")"
+# none oversells at stock 50 with 16 connections: caught, with a window of
+# operations and the order_ids that cannot be ordered
+bad=$(jq '[.cells[] | select(.guard == "none" and .checker.valid == false and (.checker.window | length) > 1
+           and (.checker.violations.not_linearizable | length) > 0)] | length' "$r")
+[ "$bad" -ge 1 ] || fail "no none cell caught invalid with a window: $(jq -c '[.cells[] | select(.guard == "none") | .checker | {valid, reason}]' "$r")"
+grep -q 'class="history"' "$tmp/out/report.html" || fail "report.html draws no history window"
+[ "$(jq '.seed > 0' "$r")" = true ] || fail "results.json has no seed"
+grep -q "^compare: seed $(jq '.seed' "$r") " "$tmp/compare.out" || fail "compare did not print its seed"
 # shellcheck disable=SC2016  # backquotes are Markdown here
 grep -q '^| `conditional-update` | consistent | consistent |$' "$tmp/out/report.md" \
     || fail "report.md verdict row for conditional-update missing: $(grep conditional "$tmp/out/report.md" | head -2)"

@@ -126,6 +126,13 @@ check pause redis-lock '.measured == "broke" and .lost_updates >= 1 and .holder.
     "the resumed holder's write loses the buyers' sales"
 check pause redlock '.measured == "held" and .lost_updates == 0 and .holder.error == "lease_expired"' \
     "redlock's validity check refuses the resumed holder"
+# the history checker: redlock's answers all ordered and in the ledger (a
+# request still in flight at the end is indeterminate, not a phantom sale);
+# redis-lock's lost update named by the two answers that left one stock
+check pause redlock '.valid == true and .checker.valid == true and .invariant.phantom == 0' \
+    "the history checker finds every answer ordered and in the ledger"
+check pause redis-lock '.valid == false and (.checker.window | length) >= 2 and (.checker.violations.lost_updates | length) >= 2' \
+    "the history checker names the lost update's answers, with a window"
 check pause redis-lock/fencing '.measured == "held" and .lost_updates == 0 and .fenced >= 1 and .holder.error == "fenced"' \
     "the stale holder is fenced"
 check pause zookeeper/fencing '.measured == "held" and .lost_updates == 0 and .oversold == 0' \

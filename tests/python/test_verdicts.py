@@ -18,6 +18,35 @@ def runs_of(cell, variations):
     return out
 
 
+class HistoryVerdictTest(unittest.TestCase):
+    """The cell's valid? comes from the history checker."""
+
+    def test_consistent_counts_but_invalid_history_is_broke(self):
+        c = load_cell(1, "x", 2, 1000, 0, 0, True, 1000, valid=False,
+                      checker={"valid": False, "violations": {"not_linearizable": ["a", "b"]}})
+        self.assertEqual(verdict(c), "history not linearizable")
+        self.assertEqual(verdict_class(c), "bad")
+        self.assertEqual(matrix_of([c])["x"]["N instances"]["verdict"], "broke")
+        ok = load_cell(2, "y", 2, 1000, 0, 0, True, 1000, valid=True)
+        self.assertEqual(matrix_of([ok])["y"]["N instances"]["verdict"], "held")
+
+    def test_valid_over_runs(self):
+        base = load_cell(1, "x", 2, 1000, 0, 0, True, 1000, valid=True,
+                         checker={"valid": True, "violations": {}})
+        bad = {"valid": False, "checker": {"valid": False, "reason": "run 2's", "violations": {}}}
+        for label, runs, want in [
+                ("all valid", [{}, {}], True),
+                ("one invalid", [{}, bad], False),
+                ("one unknown", [{}, {"valid": "unknown"}], "unknown"),
+                ("invalid beats unknown", [{"valid": "unknown"}, bad], False)]:
+            with self.subTest(label):
+                c = aggregate_runs(runs_of(base, runs))
+                self.assertEqual(c["valid"], want)
+                if want is False:
+                    self.assertEqual(c["checker"]["reason"], "run 2's")
+                    self.assertEqual(c["checker_run"], 2)
+
+
 class VerdictTest(unittest.TestCase):
     def test_single_run_words(self):
         cases = [

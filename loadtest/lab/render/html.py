@@ -7,6 +7,7 @@ from ..verdicts import recover_text, verdict, verdict_class
 from .common import E, table_rows, verdict_grid
 from .charts import charts_html
 from .cluster import cluster_html
+from .history import checker_html, load_checker_sections, valid_class, valid_text
 from .matrix import html_guard_sections, html_matrix
 from .prom import prometheus_links
 from .svg import svg_timeline
@@ -73,6 +74,7 @@ def render_html(res):
     lc = load_cells(cells)
     if lc:
         o += load_sections(lc, res)
+        o += load_checker_sections(lc)
     o += html_guard_sections(res)
     o += all_cells(cells)
     o += prometheus_links(res)
@@ -149,7 +151,7 @@ def render_faults_html(cells, esc):
             cl = "good" if c["measured"] == "held" else "bad"
         o.append("<tr>" + "".join(f'<td class="l">{esc(x)}</td>' for x in r[:4])
                  + f'<td class="l {cl}"><a href="#cell-{c["cell"]}">{esc(r[4])}</a></td><td class="l">{esc(r[5])}</td>'
-                 + f'<td class="l {"good" if r[6] == "yes" else "bad" if r[6] == "no" else "skip"}">{esc(r[6])}</td></tr>')
+                 + f'<td class="l {"good" if r[6] == "yes" else "bad" if r[6] == "no" else "warn" if r[6] == "unknown" else "skip"}">{esc(r[6])}</td></tr>')
     o.append("</table><ul>")
     for c, _ in rows:
         if c.get("expected_why"):
@@ -181,11 +183,11 @@ def fault_cell_html(c, esc):
     rp = c.get("repeat") or {}
     n = rp.get("n", 1)
     valid = c.get("valid")
-    vcls = "good" if valid else "bad"
+    vcls = valid_class(valid)
     runs = f" in {rp['held'] if c['measured'] == 'held' else rp['broke']}/{rp['ok']} runs" if n > 1 else ""
     o.append(f'<p><span class="badge {"good" if c["measured"] == "held" else "bad"}">{esc(c["measured"])}{esc(runs)}</span> '
              f'expected {esc(c.get("expected", "-"))}'
-             + (f' &middot; <span class="badge {vcls}">valid? {"yes" if valid else "NO"}</span>' if valid is not None else "")
+             + (f' &middot; <span class="badge {vcls}">valid? {valid_text(valid)}</span>' if valid is not None else "")
              + "</p>")
     outc = c.get("outcomes")
     if outc:
@@ -213,6 +215,7 @@ def fault_cell_html(c, esc):
                      f'<td class="l ids">{esc(" ".join(ids)) or ("-" if not v else "(no order_id: counted from the audit)")}</td>'
                      f'<td class="l">{esc(what)}</td></tr>')
         o.append("</table>")
+    o += checker_html(c)
     lat = c.get("latency_ms") or {}
     if lat:
         o.append('<p class="meta">latency (buyers, from the intended send time): '
@@ -228,7 +231,7 @@ def fault_cell_html(c, esc):
             o.append(f'<p class="meta">offered {tl.get("offered")}, never sent {tl["never_sent"]}</p>')
     if n > 1:
         o.append('<p class="meta">runs: ' + "; ".join(
-            f"run {r['run']}: {r.get('measured', r.get('status'))}, valid {'yes' if r.get('valid') else 'no'}"
+            f"run {r['run']}: {r.get('measured', r.get('status'))}, valid {valid_text(r.get('valid')).lower()}"
             for r in c.get("runs", [])) + "</p>")
     if c.get("reproduce"):
         o.append(f'<p class="meta">reproduce this cell:</p><pre class="cmd">{esc(c["reproduce"])}</pre>')

@@ -57,7 +57,8 @@ def html_matrix(res):
          '<p class="meta">One row per guard (and per guard option a fault scenario tried). '
          "held = the audit was exact (0 oversold, 0 lost updates; for crash also: buyers sold "
          "again); BROKE = it was not; held (invalid) = the audit was exact but the fault cell's "
-         "checker found an answer that does not match the ledger (see the cell)"
+         "history checker found operations no order explains, or an answer the ledger contradicts "
+         "(the cell shows them)"
          + (f"; every verdict over {n} runs (k/{n} = runs that agree)" if n > 1 else "")
          + "; not run = no cell measured it in this report. Sales/s and p99 come from the load cell "
          "with the most instances (median run). Click a guard for how it works and what breaks it, "

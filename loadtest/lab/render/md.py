@@ -15,7 +15,8 @@ def render_md(res):
     o = [f"# Comparison report: {md_escape(sc['name'])}", ""]
     if sc.get("description"):
         o += [md_escape(sc["description"]), ""]
-    o += [f"- run: {md_escape(res['started'])} ({res['elapsed_s']:.0f} s), commit `{md_escape(res['git'])}`",
+    o += [f"- run: {md_escape(res['started'])} ({res['elapsed_s']:.0f} s), commit `{md_escape(res['git'])}`"
+          + (f", seed {res['seed']} (`--seed {res['seed']}` repeats it)" if res.get("seed") else ""),
           f"- machine: {m['cores']} cores, kernel {md_escape(m['kernel'])}, {md_escape(m['mariadb'])}, "
           f"{md_escape(m['redis'])}",
           f"- scenario file: `{md_escape(sc['file'])}`", ""]
@@ -37,6 +38,7 @@ def render_md(res):
             v = verdict(c)
             vals.append(f"**{md_escape(v)}**" if c.get("status") == "ok" and not c["consistent"] else md_escape(v))
         o.append(f"| `{md_escape(r)}` | " + " | ".join(vals) + " |")
+    o += checker_md([c for c in cells if not c.get("fault")])
     o.append("")
     o += md_guard_sections(res)
     heads, trs = table_rows(cells, None)
@@ -86,6 +88,7 @@ def render_faults_md(cells, esc):
                      f"{oc['indeterminate']}; oversold {inv['oversold']}, lost {inv['lost_updates']}, "
                      f"undersold {inv['undersold']}, duplicates {inv['duplicates']}; valid "
                      f"{'yes' if inv['valid'] else 'no'}" + (f"; order_ids {esc('; '.join(ids))}" if ids else ""))
+    o += checker_md([c for c, _ in rows])
     o += ["", "Fault moments (seconds since the load started):", ""]
     for c, _ in rows:
         if c.get("events"):
@@ -94,3 +97,19 @@ def render_faults_md(cells, esc):
     o.append("")
     return o
 
+
+def checker_md(cells):
+    """The history checker's verdict per cell: valid?, its reason and the
+    order_ids of each violation class."""
+    rows = [c for c in cells if c.get("checker")]
+    if not rows:
+        return []
+    o = ["", "History checker per cell (every operation against the counter model, joined with "
+         "the ledger; report.html draws each invalid cell's window):", ""]
+    for c in rows:
+        ch = c["checker"]
+        v = {True: "valid", False: "**invalid**"}.get(ch.get("valid"), "unknown")
+        ids = [f"{k}: {' '.join(ids)}" for k, ids in (ch.get("violations") or {}).items() if ids]
+        o.append(f"- cell {c['cell']} `{md_escape(c['label'])}`: {v}, {ch.get('ops', 0)} operations; "
+                 f"{md_escape(ch.get('reason', ''))}" + (f"; order_ids {md_escape('; '.join(ids))}" if ids else ""))
+    return o

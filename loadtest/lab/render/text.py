@@ -36,7 +36,7 @@ def fault_rows(cells):
             continue
         mark = "as expected" if c["measured"] == c["expected"] else "NOT as expected"
         runs = f" in {runs_text(c)} runs" if runs_text(c) else ""
-        valid = "-" if c.get("valid") is None else ("yes" if c["valid"] else "no")
+        valid = {None: "-", True: "yes", False: "no"}.get(c.get("valid"), "unknown")
         out.append((c, [c["fault"], label, c["expected"], measured_text(c),
                         f"{c['measured']}{runs} ({mark})", recover_text(c), valid]))
     return out
