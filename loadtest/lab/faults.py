@@ -61,12 +61,12 @@ class FaultRunner:
                                             dict(body, order_id=f"{sku}-{k}", **{k: bad}), timeout=15)
                 if st != 400:
                     raise CellSkip(f"option {k} not in this build")
-        if c["fields"].get("fencing") is True and not self.has_fence_column():
-            raise CellSkip("fencing not in this build (no inventory.fence column)")
+        if c["fields"].get("fencing") is True and not self.has_fence_table():
+            raise CellSkip("fencing not in this build (no inventory_fence table)")
 
-    def has_fence_column(self):
-        rc, out, _ = self.stack.sql("SHOW COLUMNS FROM db_shopping.inventory LIKE 'fence'")
-        return rc == 0 and "fence" in out
+    def has_fence_table(self):
+        rc, out, _ = self.stack.sql("SHOW TABLES FROM db_shopping LIKE 'inventory_fence'")
+        return rc == 0 and "inventory_fence" in out
 
     def body(self, c, extra):
         b = {"sku": c["sku"], "qty": 1, "guard": c["guard"]}
