@@ -195,7 +195,7 @@ def expect(fault, guard, fields):
                     "away, and the stopped master then comes back as its replica (the stack waits "
                     "for the failover to end: started as a second master it granted the same "
                     "redis-lock lock as the promoted one, and lost updates; without that wait "
-                    "only replicas_ack: 1 or fencing would hold)")
+                    "fencing holds, replicas_ack: 1 only by refusing while no replica is linked)")
         return "held", why
     return "held", ""
 
