@@ -14,7 +14,7 @@ import time
 from .drivers import CellSkip
 from .faultplan import LEASE_GUARDS, OPTION_PROBES, PLAN, REDIS_STOCK_GUARDS, expect
 from .cell import run_prefix, shquote
-from .checker import invariant_block, outcomes
+from .checker import MAX_IDS, invariant_block, outcomes
 from .net import http_json
 
 
@@ -101,6 +101,17 @@ class FaultRunner:
             if len(parts) == 3:
                 rows.append((float(parts[0]), parts[1], parts[2]))
         return rows
+
+    def same_stock_sales(self, sku):
+        """order_ids (oldest first, at most MAX_IDS) of the SKU's sales that
+        left the same stock as another sale: both read one value, so one of
+        them was lost (a lost update outside a holder's window)."""
+        q = ("SELECT l.order_id FROM db_shopping.ledger l JOIN (SELECT remaining FROM "
+             f"db_shopping.ledger WHERE sku='{sku}' GROUP BY remaining HAVING COUNT(*) > 1) d "
+             f"ON d.remaining = l.remaining WHERE l.sku='{sku}' ORDER BY l.created_at, l.id "
+             f"LIMIT {MAX_IDS}")
+        rc, out, _ = self.stack.sql(q)
+        return out.split() if rc == 0 else []
 
     # ---- one cell -------------------------------------------------------
 
@@ -383,6 +394,8 @@ class FaultRunner:
             mine = next((s[0] for s in sales if s[2].endswith("-holder")), None)
             window = (hold["sent_at"], mine if mine is not None else hold.get("done_at", t0 + 1e9))
         inv = invariant_block(audit, sales, outc, window)
+        if inv["lost_updates"] and not inv["violations"]["lost_updates"]:
+            inv["violations"]["lost_updates"] = self.same_stock_sales(c["sku"])
         if c["fault"] == "reseed":
             # the reseed cleared the ledger of the sales answered before it:
             # answered sales missing from the ledger are not a violation here
