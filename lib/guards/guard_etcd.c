@@ -177,7 +177,7 @@ static int take(const struct deduct_env *env, const struct deduct_req *req, stru
     long left = (long)(deduct_time_left(req) * 1000.0);
     if (left < wait)
         wait = left > 0 ? left : 1;
-    rc = etcd_lock(client, h->lease.name, h->lease.id, wait, h->key, sizeof(h->key), err,
+    rc = etcd_lock(client, h->lease.name, &h->lease, wait, h->key, sizeof(h->key), err,
                    sizeof(err));
     res->lock_wait_s = util_now() - t0;
     if (rc == ETCD_OK && lo->fencing) {

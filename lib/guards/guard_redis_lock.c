@@ -11,6 +11,7 @@
 #include "guards/core/lock_fields.h"
 #include "guards/core/redis_shared.h"
 #include "stock/keys.h"
+#include "stock/store.h"
 #include "stock/txn.h"
 
 #include <stdio.h>
@@ -66,19 +67,19 @@ static struct rconn_script raise_script = RCONN_SCRIPT(
  * holder has lost its lock, so it is never raised here. Returns the new
  * token, or 0 (not ours any more, or Redis/MySQL failed: stay fenced). */
 static unsigned long long raise_fence(const struct deduct_env *env, const struct rlock *l,
-                                      const char *sku)
+                                      const char *guard_name, const char *sku)
 {
-    long long row = 0;
-    if (!env->db || db_run(env->db, "SELECT fence FROM inventory WHERE sku=?", "s", "l", sku,
-                           &row) <= 0)
+    unsigned long long row = 0;
+    if (!env->db || store_fence_get(env->db, sku, guard_name, &row) != 1)
         return 0;
     char fence_key[KEYS_MAX + 8], rowv[24], err[128];
     snprintf(fence_key, sizeof(fence_key), "%s:fence", rlock_key(l));
-    snprintf(rowv, sizeof(rowv), "%lld", row);
+    snprintf(rowv, sizeof(rowv), "%llu", row);
     const char *argv[4] = {rlock_key(l), fence_key, rlock_token(l), rowv};
     redisReply *r = rconn_eval(redis->pool, err, sizeof(err), &raise_script, 2, 4,
                                argv);
-    unsigned long long t = r && r->type == REDIS_REPLY_INTEGER && r->integer > row
+    unsigned long long t = r && r->type == REDIS_REPLY_INTEGER && r->integer > 0 &&
+                                   (unsigned long long)r->integer > row
                                ? (unsigned long long)r->integer : 0;
     freeReplyObject(r);
     return t;
@@ -133,7 +134,7 @@ static int redis_lock_locked(const struct guard *self, const struct deduct_env *
         ret = work(ctx, env, &fenced, res);
         unsigned long long t;
         if (lo->fencing && res->outcome == DEDUCT_FENCED &&
-            (t = raise_fence(env, l, req->sku)) != 0) {
+            (t = raise_fence(env, l, self->name, req->sku)) != 0) {
             fenced.fence = t;
             ret = work(ctx, env, &fenced, res);
         }

@@ -176,7 +176,7 @@ static int error_kind(long status, json_t *j, char *err, size_t errlen)
  * the lease gone) ends the wait: etcd is unreachable, not the lock busy. */
 struct lock_probe {
     struct etcd_client *c;
-    int64_t lease_id;
+    struct etcd_lease *lease;    /* its waited_ms is set by each answered probe */
     long probe_ms;               /* between probes */
     long bound_ms;               /* one probe's bound: the op timeout */
     int64_t next_ms, until_ms;   /* next probe; end of the wait */
@@ -196,8 +196,12 @@ static int probe_on_progress(void *ud, curl_off_t dltotal, curl_off_t dlnow, cur
         bound = (long)(p->until_ms - now);
     /* Another handle from the pool: allowed inside this callback, and the
      * lock answer, if it comes meanwhile, waits in the socket. */
-    long ttl = etcd_lease_keepalive_once(p->c, p->lease_id, bound);
+    int64_t sent = util_now_ms();
+    long ttl = etcd_lease_keepalive_once(p->c, p->lease->id, bound);
     if (ttl > 0) {
+        /* The server renewed the lease when this keep-alive arrived: after
+         * `sent`. The lock may come without anyone else renewing it. */
+        p->lease->waited_ms = sent;
         p->next_ms = util_now_ms() + p->probe_ms;
         return 0;
     }
@@ -458,6 +462,8 @@ long etcd_lease_validity_left(struct etcd_client *c, const struct etcd_lease *l)
     if (l->wd_id && renewer_check(c->wd, l->wd_id, &renewed))
         return 0;   /* a keep-alive found it gone */
     int64_t base = renewed > l->sent_ms ? renewed : l->sent_ms;
+    if (l->waited_ms > base)
+        base = l->waited_ms;
     long left = (long)(base + l->valid_ms - etcd_drift_ms(l->valid_ms) - util_now_ms());
     return left > 0 ? left : 0;
 }
@@ -477,7 +483,7 @@ int etcd_lease_revoke(struct etcd_client *c, struct etcd_lease *l, long timeout_
 
 /* ---- lock and reads ---------------------------------------------------- */
 
-int etcd_lock(struct etcd_client *c, const char *name, int64_t lease_id, long wait_ms,
+int etcd_lock(struct etcd_client *c, const char *name, struct etcd_lease *lease, long wait_ms,
               char *key, size_t keylen, char *err, size_t errlen)
 {
     char name64[ETCD_KEY_MAX * 2], body[ETCD_KEY_MAX * 2 + 96];
@@ -486,11 +492,11 @@ int etcd_lock(struct etcd_client *c, const char *name, int64_t lease_id, long wa
         return ETCD_ERR;
     }
     snprintf(body, sizeof(body), "{\"name\":\"%s\",\"lease\":\"%" PRId64 "\"}", name64,
-             lease_id);
+             lease->id);
     json_t *j;
     /* Probe twice per op bound, each probe bounded like any other call: a
      * hang is seen within 1.5 op bounds (plus the callback's period). */
-    struct lock_probe probe = {.c = c, .lease_id = lease_id,
+    struct lock_probe probe = {.c = c, .lease = lease,
                                .probe_ms = c->op_timeout_ms / 2 > 0 ? c->op_timeout_ms / 2 : 1,
                                .bound_ms = c->op_timeout_ms};
     int rc = call(c, "/v3/lock/lock", body, wait_ms, &probe, &j, err, errlen);

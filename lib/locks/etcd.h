@@ -49,6 +49,8 @@ struct etcd_lease {
     long ttl_s;              /* granted by etcd (it may round a short TTL up) */
     long valid_ms;           /* what the holder counts on: at most ttl_s * 1000 */
     int64_t sent_ms;         /* util_now_ms() when the grant was sent */
+    int64_t waited_ms;       /* when the lock wait's last successful keep-alive
+                              * was sent (etcd_lock); 0 = none */
     uint64_t wd_id;          /* renewer registration, 0 = not watched */
     char name[ETCD_KEY_MAX]; /* what it is for (renewer's label) */
 };
@@ -92,7 +94,9 @@ long etcd_lease_keepalive_once(struct etcd_client *c, int64_t id, long timeout_m
 /* etcd's lock service: wait up to wait_ms for the lock `name`, owned by
  * lease (held until the lease is revoked or expires). While it waits, the
  * lease gets a keep-alive every op_timeout/2 as a probe (a hung etcd and
- * a busy lock both just do not answer). ETCD_OK with the lock's key in
+ * a busy lock both just do not answer); each one answered renews the lease
+ * on the server, so it is recorded in lease->waited_ms and counts for
+ * etcd_lease_validity_left (a lease nobody else renews is still alive). ETCD_OK with the lock's key in
  * key (the name, '/', the lease id in hex), ETCD_TIMEOUT when the wait ran
  * out with etcd answering (our waiting key may still exist: revoke the
  * lease), ETCD_EUNAVAIL when etcd was unreachable or a probe got no
@@ -100,7 +104,7 @@ long etcd_lease_keepalive_once(struct etcd_client *c, int64_t id, long timeout_m
  * lease is gone, or err says why). Never longer than wait_ms (a probe is
  * bounded by what is left of it); a hang is noticed within about 1.5 op
  * bounds plus libcurl's progress-callback period (up to a second). */
-int etcd_lock(struct etcd_client *c, const char *name, int64_t lease_id, long wait_ms,
+int etcd_lock(struct etcd_client *c, const char *name, struct etcd_lease *lease, long wait_ms,
               char *key, size_t keylen, char *err, size_t errlen);
 
 /* The create revision of key (> 0), ETCD_ENOENT when it does not exist,

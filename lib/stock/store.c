@@ -58,23 +58,49 @@ long long store_set_stock(struct db_conn *db, const char *sku, long long stock)
 }
 
 /* The token travels as a decimal string: db_run binds signed 64-bit only,
- * and a token may use the whole unsigned range. */
-long long store_fence_claim(struct db_conn *db, const char *sku, unsigned long long token)
+ * and a token may use the whole unsigned range. The fence row is made on
+ * the first claim of a guard, and only for a SKU that exists. Affected
+ * rows: 1 inserted, 2 raised, 0 left alone (a token as new or newer). */
+long long store_fence_claim(struct db_conn *db, const char *sku, const char *guard,
+                            unsigned long long token)
 {
     char t[24];
     snprintf(t, sizeof(t), "%llu", token);
-    return db_run(db, "UPDATE inventory SET fence=CAST(? AS UNSIGNED) "
-                      "WHERE sku=? AND fence < CAST(? AS UNSIGNED)", "sss", "", t, sku, t);
+    long long n = db_run(db, "INSERT INTO inventory_fence (sku, guard, fence) "
+                             "SELECT sku, ?, CAST(? AS UNSIGNED) FROM inventory WHERE sku=? "
+                             "ON DUPLICATE KEY UPDATE inventory_fence.fence = "
+                             "IF(inventory_fence.fence < VALUES(fence), VALUES(fence), "
+                             "inventory_fence.fence)",
+                         "sss", "", guard, t, sku);
+    return n < 0 ? n : n > 0;
 }
 
-long long store_set_stock_fenced(struct db_conn *db, const char *sku, long long stock,
-                                 unsigned long long token, long long version)
+long long store_set_stock_fenced(struct db_conn *db, const char *sku, const char *guard,
+                                 long long stock, unsigned long long token, long long version)
 {
     char t[24];
     snprintf(t, sizeof(t), "%llu", token);
-    return db_run(db, "UPDATE inventory SET stock=?, version=version+1 "
-                      "WHERE sku=? AND fence = CAST(? AS UNSIGNED) AND version=?", "lssl", "",
-                  stock, sku, t, version);
+    /* The fence row is "written" too (to itself): both rows are then read
+     * with their row locks, whatever the isolation level, so a newer
+     * holder's claim waits for this transaction, and its read after the
+     * claim sees this write. */
+    return db_run(db, "UPDATE inventory i JOIN inventory_fence f "
+                      "ON f.sku = i.sku AND f.guard = ? "
+                      "SET i.stock=?, i.version=i.version+1, f.fence=f.fence "
+                      "WHERE i.sku=? AND f.fence = CAST(? AS UNSIGNED) AND i.version=?",
+                  "slssl", "", guard, stock, sku, t, version);
+}
+
+int store_fence_get(struct db_conn *db, const char *sku, const char *guard,
+                    unsigned long long *fence)
+{
+    char t[24] = "0";
+    long long n = db_run(db, "SELECT CAST(fence AS CHAR) FROM inventory_fence "
+                             "WHERE sku=? AND guard=?", "ss", "s", sku, guard, t, sizeof(t));
+    if (n < 0)
+        return (int)n;
+    *fence = n > 0 ? strtoull(t, NULL, 10) : 0;
+    return 1;
 }
 
 long long store_set_stock_if_version(struct db_conn *db, const char *sku,
@@ -171,11 +197,13 @@ int store_seed(struct db_conn *db, const char *sku, long long stock, int segment
     long long rc = db_run(db, "INSERT INTO inventory (sku, stock, initial, version, segments) "
                               "VALUES (?, ?, ?, 0, ?) ON DUPLICATE KEY UPDATE "
                               "stock=VALUES(stock), initial=VALUES(initial), "
-                              "version=version+1, segments=VALUES(segments), fence=0, "
+                              "version=version+1, segments=VALUES(segments), "
                               "seeds=seeds+1",
                           "slli", "", sku, stock, stock, segments);
     if (rc >= 0)
         rc = db_run(db, "DELETE FROM ledger WHERE sku=?", "s", "", sku);
+    if (rc >= 0)   /* every guard's fence back to 0 */
+        rc = db_run(db, "DELETE FROM inventory_fence WHERE sku=?", "s", "", sku);
     /* The SKU's lock-table row is left alone: a holder on another instance
      * still holds it, and its write is refused by `seeds` instead. */
     return rc < 0 ? (int)rc : 0;
@@ -184,6 +212,8 @@ int store_seed(struct db_conn *db, const char *sku, long long stock, int segment
 int store_remove(struct db_conn *db, const char *sku)
 {
     long long rc = db_run(db, "DELETE FROM ledger WHERE sku=?", "s", "", sku);
+    if (rc >= 0)
+        rc = db_run(db, "DELETE FROM inventory_fence WHERE sku=?", "s", "", sku);
     if (rc >= 0)
         rc = db_run(db, "DELETE FROM inventory WHERE sku=?", "s", "", sku);
     return rc < 0 ? (int)rc : 0;

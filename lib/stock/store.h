@@ -39,14 +39,22 @@ long long store_set_stock_seeded(struct db_conn *db, const char *sku, long long 
                                  long long seeds);
 /* Absolute write of the computed value (the read-modify-write's write). */
 long long store_set_stock(struct db_conn *db, const char *sku, long long stock);
-/* Fencing (see stock_rmw): claim the row for `token` (fence = token, only
- * while fence < token; 1 claimed, 0 a token as new or newer was there),
- * then write the computed value only while fence is still `token` and the
+/* Fencing (see stock_rmw), per lock service: `guard`'s fence on the SKU.
+ * Claim it for `token` (fence = token, only while fence < token; 1
+ * claimed, 0 a token as new or newer was there, or no such SKU), then
+ * write the computed value only while that fence is still `token` and the
  * row is still at the `version` read after the claim (1 written, 0 a newer
- * token claimed it, or an unfenced write such as a release changed it). */
-long long store_fence_claim(struct db_conn *db, const char *sku, unsigned long long token);
-long long store_set_stock_fenced(struct db_conn *db, const char *sku, long long stock,
-                                 unsigned long long token, long long version);
+ * token claimed it, or an unfenced write such as a release changed it).
+ * Other guards' fences are not looked at: their tokens are no order with
+ * this one's. */
+long long store_fence_claim(struct db_conn *db, const char *sku, const char *guard,
+                            unsigned long long token);
+long long store_set_stock_fenced(struct db_conn *db, const char *sku, const char *guard,
+                                 long long stock, unsigned long long token, long long version);
+/* `guard`'s fence on the SKU into *fence (0: never claimed since the last
+ * seed). 1, or a negative DB_E* code. */
+int store_fence_get(struct db_conn *db, const char *sku, const char *guard,
+                    unsigned long long *fence);
 /* Compare-and-set on version: 1 when it won, 0 when someone else wrote. */
 long long store_set_stock_if_version(struct db_conn *db, const char *sku,
                                      long long stock, long long version);
@@ -71,7 +79,7 @@ long long store_ledger_insert(struct db_conn *db, const char *order_id,
                               const char *guard, const char *instance);
 long long store_ledger_mark_released(struct db_conn *db, const char *order_id);
 /* Create or reset a SKU: stock = initial = `stock`, version and seeds bumped
- * (0 for a new SKU), fence back to 0, its ledger cleared (its lock-table row,
+ * (0 for a new SKU), every guard's fence back to 0, its ledger cleared (its lock-table row,
  * which a holder elsewhere may own, is not touched). Runs inside the
  * caller's transaction (the reseed commits MySQL and the guards' side
  * state together). Returns 0 or a negative DB_E* code. */

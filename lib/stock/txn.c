@@ -213,7 +213,7 @@ int stock_rmw_checked(const char *guard_name, const struct deduct_env *env,
      * write between a newer holder's read and write: a lost update. The
      * write also wants the version we read: a release (which takes the
      * lock but no token) landing while we were stale is not overwritten. */
-    if (req->fence != 0 && (claimed = store_fence_claim(env->db, req->sku, req->fence)) < 0) {
+    if (req->fence != 0 && (claimed = store_fence_claim(env->db, req->sku, guard_name, req->fence)) < 0) {
         stock_db_failure(env->db, (int)claimed, res);
         return 0;
     }
@@ -246,7 +246,8 @@ int stock_rmw_checked(const char *guard_name, const struct deduct_env *env,
      * the version (which a reseed bumps too) and the token decide. */
     if ((n = db_begin(env->db)) < 0 ||
         (n = req->fence != 0
-                 ? store_set_stock_fenced(env->db, req->sku, remaining, req->fence, version)
+                 ? store_set_stock_fenced(env->db, req->sku, guard_name, remaining, req->fence,
+                                          version)
                  : store_set_stock_seeded(env->db, req->sku, remaining, seeds)) < 0) {
         txn_failed(env, req, n, res);
         return 0;

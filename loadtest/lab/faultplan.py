@@ -191,7 +191,11 @@ def expect(fault, guard, fields):
                     "(12 s by default) before the stock is reloaded from MySQL, so no sale may "
                     "come back within the run")
         if guard in ("redis-lock", "redis-decr", "segmented"):
-            why += "; with --redis-replica, Sentinel may promote the replica while the master is away"
+            why += ("; with --redis-replica, Sentinel may promote the replica while the master is "
+                    "away, and the stopped master then comes back as its replica (the stack waits "
+                    "for the failover to end: started as a second master it granted the same "
+                    "redis-lock lock as the promoted one, and lost updates; without that wait "
+                    "fencing holds, replicas_ack: 1 only by refusing while no replica is linked)")
         return "held", why
     return "held", ""
 

@@ -14,7 +14,7 @@ import time
 from .drivers import CellSkip
 from .faultplan import LEASE_GUARDS, OPTION_PROBES, PLAN, REDIS_STOCK_GUARDS, expect
 from .cell import run_prefix, shquote
-from .checker import invariant_block, outcomes
+from .checker import MAX_IDS, invariant_block, outcomes
 from .evidence import append_ops, check_file, history_path
 from .history import runner_op, seed_op
 from .net import http_json
@@ -63,12 +63,12 @@ class FaultRunner:
                                             dict(body, order_id=f"{sku}-{k}", **{k: bad}), timeout=15)
                 if st != 400:
                     raise CellSkip(f"option {k} not in this build")
-        if c["fields"].get("fencing") is True and not self.has_fence_column():
-            raise CellSkip("fencing not in this build (no inventory.fence column)")
+        if c["fields"].get("fencing") is True and not self.has_fence_table():
+            raise CellSkip("fencing not in this build (no inventory_fence table)")
 
-    def has_fence_column(self):
-        rc, out, _ = self.stack.sql("SHOW COLUMNS FROM db_shopping.inventory LIKE 'fence'")
-        return rc == 0 and "fence" in out
+    def has_fence_table(self):
+        rc, out, _ = self.stack.sql("SHOW TABLES FROM db_shopping LIKE 'inventory_fence'")
+        return rc == 0 and "inventory_fence" in out
 
     def body(self, c, extra):
         b = {"sku": c["sku"], "qty": 1, "guard": c["guard"]}
@@ -108,6 +108,17 @@ class FaultRunner:
             if len(parts) == 3:
                 rows.append((float(parts[0]), parts[1], parts[2]))
         return rows
+
+    def same_stock_sales(self, sku):
+        """order_ids (oldest first, at most MAX_IDS) of the SKU's sales that
+        left the same stock as another sale: both read one value, so one of
+        them was lost (a lost update outside a holder's window)."""
+        q = ("SELECT l.order_id FROM db_shopping.ledger l JOIN (SELECT remaining FROM "
+             f"db_shopping.ledger WHERE sku='{sku}' GROUP BY remaining HAVING COUNT(*) > 1) d "
+             f"ON d.remaining = l.remaining WHERE l.sku='{sku}' ORDER BY l.created_at, l.id "
+             f"LIMIT {MAX_IDS}")
+        rc, out, _ = self.stack.sql(q)
+        return out.split() if rc == 0 else []
 
     # ---- one cell -------------------------------------------------------
 
@@ -407,6 +418,8 @@ class FaultRunner:
             mine = next((s[0] for s in sales if s[2].endswith("-holder")), None)
             window = (hold["sent_at"], mine if mine is not None else hold.get("done_at", t0 + 1e9))
         inv = invariant_block(audit, sales, outc, window)
+        if inv["lost_updates"] and not inv["violations"]["lost_updates"]:
+            inv["violations"]["lost_updates"] = self.same_stock_sales(c["sku"])
         if c["fault"] == "reseed":
             # the reseed cleared the ledger of the sales answered before it:
             # answered sales missing from the ledger are not a violation here

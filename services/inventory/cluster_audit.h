@@ -20,15 +20,16 @@ struct cluster_audit {
     int nnodes;
     struct cluster_node node[CLUSTER_NODES_MAX];
     int converged;               /* every answering node has the same stock,
-                                  * sold and ledger rows, at the same
-                                  * wsrep_last_committed */
+                                  * sold and ledger rows of the SKU (each
+                                  * read causal: wsrep_sync_wait) */
     double waited_s;             /* how long the audit waited for that */
 };
 
 /* Read `sku` on every node of `nodes` ("host:port,host:port,...", the
- * credentials and schema of `base`), waiting up to wait_ms for their
- * wsrep_last_committed to agree; each read runs with wsrep_sync_wait=1, so
- * it also sees what the cluster committed before it. A node that cannot be
+ * credentials and schema of `base`), again every 100 ms up to wait_ms
+ * until the nodes agree on the SKU; each read runs with wsrep_sync_wait=1,
+ * so it sees what the cluster committed before it (the nodes' own
+ * wsrep_last_committed, which other SKUs' writes move, is only reported). A node that cannot be
  * reached is listed with ok 0 and does not count for `converged` (it is
  * out of the cluster). Returns the number of nodes parsed (0 when `nodes`
  * is empty: not a cluster), -1 when the list cannot be parsed. */

@@ -129,9 +129,10 @@ void ls_waiter_gives_up(const char *guard, const char *sku, const char *const ba
 void ls_fencing(const char *guard, const char *sku, const char *const base[2])
 {
     assert_int_equal(it_seed(sku, 10), 200);
-    char url[256], body[256], sql[200];
+    char url[256], body[256], sql[300];
     long long fence[2] = {-1, -1};
-    snprintf(sql, sizeof(sql), "SELECT fence FROM db_shopping.inventory WHERE sku='%s'", sku);
+    snprintf(sql, sizeof(sql), "SELECT fence FROM db_shopping.inventory_fence "
+                               "WHERE sku='%s' AND guard='%s'", sku, guard);
     for (int i = 0; i < 2; i++) {
         ls_deduct_url(base[i], url, sizeof(url));
         char role[16];
