@@ -159,8 +159,10 @@ static void handle_health(const struct order_conf *c, struct http_resp *resp)
         http_error(resp, 503, "backend_unavailable", "no inventory instance is healthy");
         return;
     }
-    http_json(resp, 200, json_pack("{s:b,s:s,s:s,s:o}", "ok", 1, "instance", c->instance,
-                                   "mysql", "up", "inventory", inv));
+    json_t *j = json_pack("{s:b,s:s,s:s,s:o}", "ok", 1, "instance", c->instance, "mysql",
+                          "up", "inventory", inv);
+    service_mysql_fields(&c->db, j);
+    http_json(resp, 200, j);
 }
 
 static int is(const struct http_req *r, const char *m) { return strcmp(r->method, m) == 0; }
