@@ -20,7 +20,10 @@ name=test_sql_dialect
 fail() { echo "$name: FAIL: $*"; exit 1; }
 # shellcheck source=tests/checks/stack_common.sh
 . "$(dirname "$0")/stack_common.sh"
-private_stack dialect 150 REDIS_RELOAD_WAIT_MS=4000 LAB_STREAM_CLAIM_IDLE_MS=2000
+# The general log from MariaDB's start (and again after each restart a
+# test makes): every statement the services send is in mysql.general_log.
+private_stack dialect 150 REDIS_RELOAD_WAIT_MS=4000 LAB_STREAM_CLAIM_IDLE_MS=2000 \
+    LAB_MYSQL_OPTS="--general-log=1 --log-output=TABLE"
 st up --inventory 2 --orders 1 --redis-masters 3 --sql-dialect mysql > "$tmp/up.log" 2>&1 ||
     fail "stack up: $(tail -n 5 "$tmp/up.log")"
 eval "$(st env)"
@@ -30,8 +33,8 @@ export LAB_ROOT=$ROOT LAB_INVENTORY_URLS LAB_ORDER_URL LAB_MYSQL_PORT LAB_REDIS_
 export SQL_DIALECT=mysql REDIS_RELOAD_WAIT_MS=4000 LAB_STREAM_CLAIM_IDLE_MS=2000
 
 sql() { mariadb -h 127.0.0.1 -P "$LAB_MYSQL_PORT" -u root -N -B -e "$1"; }
-sql "SET GLOBAL log_output='TABLE'; TRUNCATE mysql.general_log; SET GLOBAL general_log=1" ||
-    fail "cannot turn MariaDB's general log on"
+[ "$(sql "SELECT @@general_log, @@log_output")" = "$(printf '1\tTABLE')" ] ||
+    fail "MariaDB's general log is not on (LAB_MYSQL_OPTS)"
 
 for url in ${LAB_INVENTORY_URLS//,/ } "$LAB_ORDER_URL"; do
     h=$(curl -s --max-time 5 "$url/healthz")
@@ -68,7 +71,7 @@ audit=$(curl -s --max-time 20 "$inv/inventory/DIALECT-1/audit")
 [[ "$audit" == *'"stock":10,"sold":20,'*'"consistent":true'* ]] ||
     fail "redis-decr audit on the portable path: $audit"
 echo "redis-decr: 20 sales, remaining 10..29 once each, audit exact"
-sql "SET GLOBAL general_log=0" || fail "general log off"
+[ "$(sql "SELECT @@general_log")" = 1 ] || fail "MariaDB's general log went off"
 
 # What the services (lab_app; the tests' own reads are root's) sent.
 sent() { # SQL condition on `argument` -> how many statements matched
