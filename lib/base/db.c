@@ -72,10 +72,10 @@ int db_conf_check(const struct db_conf *conf, char *err, size_t errlen)
     return DB_ERR;
 }
 
-/* The configured dialect, or under `auto` the server's own: MariaDB names
- * itself in its version string ("10.11.6-MariaDB-0+deb12u1"), MySQL does
- * not ("8.0.36"). */
-static enum db_dialect settle_dialect(const struct db_conf *f, const char *server)
+/* MariaDB names itself in its version string ("10.11.6-MariaDB-0+deb12u1",
+ * or "5.5.5-10.11.6-MariaDB" through an old proxy); MySQL and its forks do
+ * not ("8.0.36", Percona's "8.0.36-28"). */
+enum db_dialect db_dialect_of(const struct db_conf *f, const char *server)
 {
     int d = db_dialect_parse(f->sql_dialect);
     if (d == DB_DIALECT_MARIADB || d == DB_DIALECT_MYSQL)
@@ -172,7 +172,7 @@ int db_ensure(struct db_conn *c)
     c->my = my;
     c->in_txn = 0;
     snprintf(c->server, sizeof(c->server), "%s", mysql_get_server_info(my));
-    c->dialect = settle_dialect(f, c->server);
+    c->dialect = db_dialect_of(f, c->server);
     char sql[96];
     c->lock_wait_s = f->lock_wait_s > 0 ? f->lock_wait_s : 5;
     snprintf(sql, sizeof(sql), "SET SESSION innodb_lock_wait_timeout=%ld", c->lock_wait_s);

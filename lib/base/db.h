@@ -50,6 +50,10 @@ enum db_dialect {
 int db_dialect_parse(const char *text);
 /* "auto", "mariadb" or "mysql". */
 const char *db_dialect_name(enum db_dialect d);
+/* What a connection to a server announcing `server_version` speaks under
+ * `conf`: its sql_dialect when forced, else MARIADB for a version string
+ * naming MariaDB and MYSQL for any other. Never DB_DIALECT_AUTO. */
+enum db_dialect db_dialect_of(const struct db_conf *conf, const char *server_version);
 /* Checks what cfg_parse cannot (the dialect's spelling): DB_OK, or DB_ERR
  * with a one-line reason naming the flag in err. */
 int db_conf_check(const struct db_conf *conf, char *err, size_t errlen);
