@@ -440,6 +440,12 @@ static int make_marker(struct db_conn *c)
     if (rc == DB_OK)
         rc = db_exec(c, "INSERT IGNORE INTO " DB_TXN_MARK " VALUES (1, 0)");
     c->mark_ready = rc == DB_OK;
+    if (rc == DB_ERR) {        /* e.g. 1044: an account without the privilege */
+        char why[sizeof(c->errstr)];
+        snprintf(why, sizeof(why), "%s", c->errstr);
+        snprintf(c->errstr, sizeof(c->errstr), "the portable SQL needs CREATE TEMPORARY "
+                 "TABLES: %.50s", why);
+    }
     return rc;
 }
 
