@@ -1,6 +1,6 @@
 -- Order side (the seeds' db_order). Safe to apply twice, and on a database
 -- made by an older version of this file (it is brought up to date below).
--- Portable to MySQL 8 (compose) and MariaDB: no ADD COLUMN IF NOT EXISTS,
+-- Portable to MySQL 8 (docker-compose.mysql8.yml) and MariaDB: no ADD COLUMN IF NOT EXISTS,
 -- which MySQL lacks; each change is guarded by information_schema instead.
 CREATE DATABASE IF NOT EXISTS db_order CHARACTER SET utf8mb4;
 USE db_order;

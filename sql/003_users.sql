@@ -24,5 +24,9 @@ PREPARE lab_stmt FROM @lab_sql;
 EXECUTE lab_stmt;
 DEALLOCATE PREPARE lab_stmt;
 
-GRANT SELECT, INSERT, UPDATE, DELETE ON db_shopping.* TO 'lab_app'@'%';
+-- CREATE TEMPORARY TABLES: the portable SQL path (--sql-dialect mysql, and
+-- auto on MySQL 8) keeps a one-row temporary table per connection that
+-- marks its open transaction (lib/base/db.h, DB_TXN_MARK); a temporary
+-- table is the session's own, invisible to every other one.
+GRANT SELECT, INSERT, UPDATE, DELETE, CREATE TEMPORARY TABLES ON db_shopping.* TO 'lab_app'@'%';
 GRANT SELECT, INSERT, UPDATE, DELETE ON db_order.* TO 'lab_app'@'%';

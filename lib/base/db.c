@@ -44,6 +44,43 @@ static void disconnect(struct db_conn *c)
     if (c->my)
         mysql_close(c->my);
     c->my = NULL;
+    c->mark_ready = 0;   /* the temporary marker table went with the session */
+}
+
+int db_dialect_parse(const char *text)
+{
+    if (!text || !*text || strcmp(text, "auto") == 0)
+        return DB_DIALECT_AUTO;
+    if (strcmp(text, "mariadb") == 0)
+        return DB_DIALECT_MARIADB;
+    if (strcmp(text, "mysql") == 0)
+        return DB_DIALECT_MYSQL;
+    return -1;
+}
+
+const char *db_dialect_name(enum db_dialect d)
+{
+    return d == DB_DIALECT_MARIADB ? "mariadb" : d == DB_DIALECT_MYSQL ? "mysql" : "auto";
+}
+
+int db_conf_check(const struct db_conf *conf, char *err, size_t errlen)
+{
+    if (db_dialect_parse(conf->sql_dialect) >= 0)
+        return DB_OK;
+    snprintf(err, errlen, "--sql-dialect: '%s' is not auto, mariadb or mysql",
+             conf->sql_dialect);
+    return DB_ERR;
+}
+
+/* MariaDB names itself in its version string ("10.11.6-MariaDB-0+deb12u1",
+ * or "5.5.5-10.11.6-MariaDB" through an old proxy); MySQL and its forks do
+ * not ("8.0.36", Percona's "8.0.36-28"). */
+enum db_dialect db_dialect_of(const struct db_conf *f, const char *server)
+{
+    int d = db_dialect_parse(f->sql_dialect);
+    if (d == DB_DIALECT_MARIADB || d == DB_DIALECT_MYSQL)
+        return (enum db_dialect)d;
+    return server && strstr(server, "MariaDB") ? DB_DIALECT_MARIADB : DB_DIALECT_MYSQL;
 }
 
 /* Decide what the caller does with a failure, and drop a dead connection so
@@ -134,6 +171,8 @@ int db_ensure(struct db_conn *c)
     }
     c->my = my;
     c->in_txn = 0;
+    snprintf(c->server, sizeof(c->server), "%s", mysql_get_server_info(my));
+    c->dialect = db_dialect_of(f, c->server);
     char sql[96];
     c->lock_wait_s = f->lock_wait_s > 0 ? f->lock_wait_s : 5;
     snprintf(sql, sizeof(sql), "SET SESSION innodb_lock_wait_timeout=%ld", c->lock_wait_s);
@@ -420,13 +459,69 @@ int db_exec(struct db_conn *c, const char *sql)
     return c->err = DB_OK;
 }
 
+/* The session's marker table (DB_TXN_MARK), once per connection, outside
+ * any transaction: a temporary table is the session's own, so no other
+ * connection, node or replica ever sees or waits for it. */
+static int make_marker(struct db_conn *c)
+{
+    if (c->mark_ready)
+        return DB_OK;
+    int rc = db_exec(c, "CREATE TEMPORARY TABLE IF NOT EXISTS " DB_TXN_MARK
+                        " (one TINYINT NOT NULL PRIMARY KEY, n BIGINT NOT NULL) ENGINE=InnoDB");
+    if (rc == DB_OK)
+        rc = db_exec(c, "INSERT IGNORE INTO " DB_TXN_MARK " VALUES (1, 0)");
+    c->mark_ready = rc == DB_OK;
+    if (rc == DB_ERR) {        /* e.g. 1044: an account without the privilege */
+        char why[sizeof(c->errstr)];
+        snprintf(why, sizeof(why), "%s", c->errstr);
+        snprintf(c->errstr, sizeof(c->errstr), "the portable SQL needs CREATE TEMPORARY "
+                 "TABLES: %.50s", why);
+    }
+    return rc;
+}
+
+/* The new transaction's number in the marker, as its first statement:
+ * before it holds a lock, nothing can abort it. The reply to this very
+ * statement says whether it ran inside the transaction (not a flag left
+ * from an earlier one), so a marker written in autocommit is refused. */
+static int write_marker(struct db_conn *c)
+{
+    long long n = db_run(c, "UPDATE " DB_TXN_MARK " SET n=? WHERE one=1", "l", "",
+                         ++c->txn_seq);
+    if (n < 0)
+        return (int)n;
+    if (n != 1 || !c->my || !(c->my->server_status & SERVER_STATUS_IN_TRANS)) {
+        snprintf(c->errstr, sizeof(c->errstr), "the transaction marker was not written "
+                 "inside a transaction");
+        c->conflicts++;
+        return c->err = DB_ERETRY;
+    }
+    return DB_OK;
+}
+
+static int start_transaction(struct db_conn *c)
+{
+    int rc = DB_OK;
+    if (c->dialect == DB_DIALECT_MYSQL)
+        rc = make_marker(c);
+    if (rc == DB_OK)
+        rc = db_exec(c, "START TRANSACTION");
+    if (rc == DB_OK && c->dialect == DB_DIALECT_MYSQL)
+        rc = write_marker(c);
+    return rc;
+}
+
 int db_begin(struct db_conn *c)
 {
     int was_connected = c->my != NULL;
     c->in_txn = 0;
-    int rc = db_exec(c, "START TRANSACTION");
+    if (db_ensure(c) != DB_OK)
+        return DB_EUNAVAIL;
+    int rc = start_transaction(c);
     if (rc == DB_EUNAVAIL && was_connected)   /* nothing started yet: safe */
-        rc = db_exec(c, "START TRANSACTION");
+        rc = start_transaction(c);
+    if (rc != DB_OK && rc != DB_EUNAVAIL)
+        db_rollback(c);
     c->in_txn = rc == DB_OK;
     return rc;
 }

@@ -31,7 +31,32 @@ struct db_conf {
                               * makes every read wait until this node applied
                               * what the cluster committed before it; 0 = the
                               * server's default (off) */
+    char sql_dialect[12];    /* "auto" (or ""), "mariadb" or "mysql": see
+                              * enum db_dialect */
 };
+
+/* Which SQL a connection speaks. A few statements have a MariaDB form
+ * (@@in_transaction, INSERT ... RETURNING) and a portable one that MySQL 8
+ * and MariaDB both run; `auto` picks by the server's version string at
+ * every connect, `mysql` forces the portable forms on any server (that is
+ * how they are tested on MariaDB), `mariadb` forces the MariaDB forms. */
+enum db_dialect {
+    DB_DIALECT_AUTO = 0,
+    DB_DIALECT_MARIADB,
+    DB_DIALECT_MYSQL,
+};
+
+/* "auto" or "" -> DB_DIALECT_AUTO, "mariadb", "mysql"; -1 for anything else. */
+int db_dialect_parse(const char *text);
+/* "auto", "mariadb" or "mysql". */
+const char *db_dialect_name(enum db_dialect d);
+/* What a connection to a server announcing `server_version` speaks under
+ * `conf`: its sql_dialect when forced, else MARIADB for a version string
+ * naming MariaDB and MYSQL for any other. Never DB_DIALECT_AUTO. */
+enum db_dialect db_dialect_of(const struct db_conf *conf, const char *server_version);
+/* Checks what cfg_parse cannot (the dialect's spelling): DB_OK, or DB_ERR
+ * with a one-line reason naming the flag in err. */
+int db_conf_check(const struct db_conf *conf, char *err, size_t errlen);
 
 /* The MySQL rows every option table shares (config.h), for a struct `type`
  * with a `struct db_conf` member `m`; `schema` is the default database. */
@@ -55,7 +80,10 @@ struct db_conf {
      "fault: every Nth COMMIT is applied and its reply lost (0 off)"},                   \
     {"mysql-sync-wait", "LAB_MYSQL_SYNC_WAIT", CFG_INT, "0", 0, 15,                       \
      offsetof(type, m.sync_wait), 0,                                                      \
-     "Galera: SET SESSION wsrep_sync_wait to this (1: reads wait for the cluster; 0 off)"}
+     "Galera: SET SESSION wsrep_sync_wait to this (1: reads wait for the cluster; 0 off)"}, \
+    {"sql-dialect", "SQL_DIALECT", CFG_STR, "auto", 0, 0, offsetof(type, m.sql_dialect),  \
+     sizeof(((type *)0)->m.sql_dialect),                                                  \
+     "SQL forms: auto (by the server's version), mariadb, or mysql (portable: MySQL 8)"}
 
 /* Prepared statements kept per connection: more than the library has
  * (about 40), so a worker that served every guard re-prepares none. */
@@ -75,6 +103,12 @@ struct db_conn {
     unsigned long long insert_id; /* the last db_run that was not a SELECT:
                               * its mysql_stmt_insert_id, which is also the
                               * value of a LAST_INSERT_ID(expr) it set */
+    enum db_dialect dialect; /* what this connection speaks, settled at
+                              * connect: MARIADB or MYSQL, never AUTO */
+    char server[64];         /* the server's version string */
+    long long txn_seq;       /* MYSQL dialect: the number db_begin wrote in
+                              * the session's transaction marker (DB_TXN_MARK) */
+    int mark_ready;          /* MYSQL dialect: the marker table exists */
     struct { const char *sql; MYSQL_STMT *stmt; } cache[DB_STMT_CACHE];
     int evict;               /* the next slot a full cache gives up */
 };
@@ -106,8 +140,24 @@ void db_free(struct db_conn *c);
 long long db_run(struct db_conn *c, const char *sql, const char *in,
                  const char *out, ...);
 
+/* The portable stand-in for MariaDB's @@in_transaction: a one-row
+ * temporary table whose number db_begin sets inside each new transaction
+ * (the MYSQL dialect only). A statement that must write only inside the
+ * transaction db_begin opened joins it with `n = c->txn_seq`: after an
+ * abort (a Galera brute-force abort between two statements) the row is
+ * rolled back to an older number, so the statement, even if the server
+ * runs it on its own in autocommit, matches nothing and writes nothing. The
+ * protocol's in-transaction flag cannot serve: it reports the state after
+ * the previous statement, before such an abort. */
+#define DB_TXN_MARK "lab_txn_mark"
+/* The condition such a statement carries; its one parameter is txn_seq. */
+#define DB_IN_OUR_TXN "EXISTS (SELECT 1 FROM " DB_TXN_MARK " m WHERE m.one=1 AND m.n=?)"
+
 /* Constant SQL without parameters or results (BEGIN, COMMIT, ...). */
 int db_exec(struct db_conn *c, const char *sql);
+/* START TRANSACTION; in the MYSQL dialect also writes the transaction
+ * marker (DB_TXN_MARK: one statement more, and the marker table made on the
+ * connection's first transaction: CREATE TEMPORARY TABLES privilege). */
 int db_begin(struct db_conn *c);
 /* COMMIT. DB_EUNAVAIL means the answer was lost: the transaction may or
  * may not have been applied (see stock_commit_sale for how a sale finds

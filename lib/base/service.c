@@ -35,6 +35,15 @@ int service_mysql_health(const struct db_conf *conf, struct http_resp *resp)
     return -1;
 }
 
+void service_mysql_fields(const struct db_conf *conf, json_t *body)
+{
+    struct db_conn *db = db_thread_conn(conf);
+    if (!db || !db->my || !body)
+        return;
+    json_object_set_new(body, "sql_dialect", json_string(db_dialect_name(db->dialect)));
+    json_object_set_new(body, "mysql_server", json_string(db->server));
+}
+
 int service_warm_health(struct http_resp *resp)
 {
     long warm, workers;

@@ -14,6 +14,12 @@ void service_metrics(const struct http_req *req, struct http_resp *resp);
  * answers 503 backend_unavailable naming MySQL and returns -1. */
 int service_mysql_health(const struct db_conf *conf, struct http_resp *resp);
 
+/* The MySQL half of a healthy /healthz body, from this thread's (just
+ * pinged) connection: "sql_dialect" (the statements this service sends:
+ * "mariadb" or "mysql", the portable forms) and "mysql_server" (the
+ * server's version string). Adds nothing when there is no connection. */
+void service_mysql_fields(const struct db_conf *conf, json_t *body);
+
 /* Readiness of the worker pool: 0 when every worker is warm (its own
  * connections open, http_set_warm); else answers 503 backend_unavailable
  * "warming up: k of n workers connected" and returns -1. */

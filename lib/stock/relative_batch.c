@@ -96,6 +96,38 @@ static int finish(const char *guard_name, const struct deduct_env *env,
                   struct relative_item **take, int ntake, const long long *remaining,
                   long long m, int round, struct relative_item *all, int nall);
 
+/* fast_round's statements in forms MySQL 8 runs too (no RETURNING, no
+ * @@in_transaction, no variable assigned inside an expression): the
+ * conditional stock write hands the new stock back in its own reply
+ * (LAST_INSERT_ID(expr), as store_take_if_enough_left), so the ledger rows
+ * carry their remaining from the client; same statement count. after[i]:
+ * the units sold after pick[i] in the group; sum: all of them. */
+static int fast_round_portable(const char *guard_name, const struct deduct_env *env,
+                               struct relative_item **pick, int n, int round,
+                               struct relative_item *all, int nall, long long sum,
+                               long long seeds, const long long *after)
+{
+    struct db_conn *db = env->db;
+    long long m = db_run(db, "UPDATE inventory SET stock=LAST_INSERT_ID(stock-?), "
+                             "version=version+1 WHERE sku=? AND stock>=? AND seeds=? AND "
+                             DB_IN_OUR_TXN, "lsll" "l", "", sum, pick[0]->req->sku, sum, seeds,
+                         db->txn_seq);
+    if (m == 0)
+        return -1;
+    long long left = (long long)db->insert_id, remaining[STOCK_BATCH_MAX];
+    for (int i = 0; i < n; i++)
+        remaining[i] = left + after[i];
+    char *json = m > 0 ? rows_json(pick, n, remaining, env->instance) : NULL;
+    if (m > 0 && !json)
+        m = DB_ERR;
+    if (m > 0)
+        m = store_ledger_insert_rows(db, json, guard_name);
+    json_free_t free_fn;
+    json_get_alloc_funcs(NULL, &free_fn);
+    free_fn(json);
+    return finish(guard_name, env, pick, n, remaining, m, round, all, nall);
+}
+
 /* The usual round in 4 statements instead of 5 (no read first): every
  * item live and decided on the same seeds, and the row holds them all ->
  * one conditional stock write that also leaves the new stock in a session
@@ -115,6 +147,9 @@ static int fast_round(const char *guard_name, const struct deduct_env *env,
         after[i] = sum;
         sum += pick[i]->req->qty;
     }
+    if (env->db->dialect == DB_DIALECT_MYSQL)
+        return fast_round_portable(guard_name, env, pick, n, round, all, nall, sum, seeds,
+                                   after);
     long long m = db_run(env->db, "UPDATE inventory SET stock=(@lab_left:=stock-?), "
                                   "version=version+1 WHERE sku=? AND stock>=? AND seeds=? "
                                   "AND @@in_transaction = 1",

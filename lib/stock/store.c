@@ -53,6 +53,9 @@ long long store_set_stock(struct db_conn *db, const char *sku, long long stock)
 {
     /* After a locking read: inside that transaction only (see
      * ledger_refused below). */
+    if (db->dialect == DB_DIALECT_MYSQL)
+        return db_run(db, "UPDATE inventory SET stock=?, version=version+1 WHERE sku=? "
+                          "AND " DB_IN_OUR_TXN, "lsl", "", stock, sku, db->txn_seq);
     return db_run(db, "UPDATE inventory SET stock=?, version=version+1 WHERE sku=? "
                       "AND @@in_transaction = 1", "ls", "", stock, sku);
 }
@@ -146,6 +149,10 @@ long long store_take_if_enough_seeded(struct db_conn *db, const char *sku, long 
 
 long long store_take_locked(struct db_conn *db, const char *sku, long long qty)
 {
+    if (db->dialect == DB_DIALECT_MYSQL)
+        return db_run(db, "UPDATE inventory SET stock=stock-?, version=version+1 "
+                          "WHERE sku=? AND stock>=? AND " DB_IN_OUR_TXN, "lsll", "", qty, sku,
+                      qty, db->txn_seq);
     return db_run(db, "UPDATE inventory SET stock=stock-?, version=version+1 "
                       "WHERE sku=? AND stock>=? AND @@in_transaction = 1", "lsl", "", qty, sku,
                   qty);
@@ -163,7 +170,9 @@ long long store_add_stock(struct db_conn *db, const char *sku, long long delta)
  * of failing with 1213: a ledger row committed without the stock write it
  * belonged to. The ledger row is only written inside a transaction; when
  * ours is gone, nothing is written and the caller gets DB_ERETRY, as for
- * any conflict (the stock write was rolled back with the transaction). */
+ * any conflict (the stock write was rolled back with the transaction).
+ * MariaDB says so itself (@@in_transaction); the portable form asks the
+ * transaction's marker (DB_IN_OUR_TXN, db.h). */
 static long long ledger_refused(struct db_conn *db, long long n)
 {
     if (n != 0)
@@ -178,6 +187,11 @@ long long store_ledger_insert(struct db_conn *db, const char *order_id,
                               const char *sku, long long qty, long long remaining,
                               const char *guard, const char *instance)
 {
+    if (db->dialect == DB_DIALECT_MYSQL)
+        return ledger_refused(db, db_run(db, "INSERT INTO ledger (order_id, sku, qty, remaining, "
+                                             "guard, instance) SELECT ?, ?, ?, ?, ?, ? FROM DUAL "
+                                             "WHERE " DB_IN_OUR_TXN, "ssllssl", "", order_id,
+                                         sku, qty, remaining, guard, instance, db->txn_seq));
     return ledger_refused(db, db_run(db, "INSERT INTO ledger (order_id, sku, qty, remaining, "
                                          "guard, instance) SELECT ?, ?, ?, ?, ?, ? FROM DUAL "
                                          "WHERE @@in_transaction = 1", "ssllss", "",
@@ -301,17 +315,24 @@ long long store_ledger_insert_rows(struct db_conn *db, const char *rows, const c
 {
     /* One statement whatever the row count: the rows travel as one JSON
      * parameter, so the prepared statement (and its cache slot) is one.
-     * Inside a transaction only, as store_ledger_insert. */
-    return ledger_refused(db, db_run(db, "INSERT INTO ledger (order_id, sku, qty, remaining, guard, instance, intent) "
-                      "SELECT j.o, j.s, j.q, j.r, ?, j.i, j.t FROM JSON_TABLE(?, '$[*]' COLUMNS ("
-                      "o VARCHAR(64) CHARACTER SET ascii PATH '$[0]' ERROR ON EMPTY, "
-                      "s VARCHAR(64) CHARACTER SET ascii PATH '$[1]' ERROR ON EMPTY, "
-                      "q BIGINT PATH '$[2]' ERROR ON EMPTY, "
-                      "r BIGINT PATH '$[3]' ERROR ON EMPTY, "
-                      "i VARCHAR(64) PATH '$[4]' ERROR ON EMPTY, "
-                      "t VARCHAR(96) CHARACTER SET ascii PATH '$[5]', "
-                      "n FOR ORDINALITY)) AS j WHERE @@in_transaction = 1 ORDER BY j.n",
-                  "ss", "", guard, rows));
+     * Inside a transaction only, as store_ledger_insert. JSON_TABLE: MariaDB
+     * 10.6+ and MySQL 8.0.4+ alike. */
+#define LEDGER_ROWS_INSERT                                                              \
+    "INSERT INTO ledger (order_id, sku, qty, remaining, guard, instance, intent) "      \
+    "SELECT j.o, j.s, j.q, j.r, ?, j.i, j.t FROM JSON_TABLE(?, '$[*]' COLUMNS ("       \
+    "o VARCHAR(64) CHARACTER SET ascii PATH '$[0]' ERROR ON EMPTY, "                    \
+    "s VARCHAR(64) CHARACTER SET ascii PATH '$[1]' ERROR ON EMPTY, "                    \
+    "q BIGINT PATH '$[2]' ERROR ON EMPTY, "                                             \
+    "r BIGINT PATH '$[3]' ERROR ON EMPTY, "                                             \
+    "i VARCHAR(64) PATH '$[4]' ERROR ON EMPTY, "                                        \
+    "t VARCHAR(96) CHARACTER SET ascii PATH '$[5]', "                                   \
+    "n FOR ORDINALITY)) AS j WHERE "
+    if (db->dialect == DB_DIALECT_MYSQL)
+        return ledger_refused(db, db_run(db, LEDGER_ROWS_INSERT DB_IN_OUR_TXN " ORDER BY j.n",
+                                         "ssl", "", guard, rows, db->txn_seq));
+    return ledger_refused(db, db_run(db, LEDGER_ROWS_INSERT "@@in_transaction = 1 ORDER BY j.n",
+                                     "ss", "", guard, rows));
+#undef LEDGER_ROWS_INSERT
 }
 
 long long store_ledger_insert_ignore(struct db_conn *db, const char *order_id,

@@ -156,6 +156,8 @@ int main(int argc, char **argv)
                        err, sizeof(err));
     if (rc == CFG_HELP)
         return 0;
+    if (rc == CFG_OK && db_conf_check(&conf.db, err, sizeof(err)) != DB_OK)
+        rc = CFG_ERR;
     if (rc != CFG_OK) {
         fprintf(stderr, "rawdb: %s\n", err);
         return 2;

@@ -36,6 +36,8 @@ int inv_conf_load(struct inv_conf *c, int argc, char **argv, char *err, size_t e
                               err, errlen);
     if (rc != CFG_OK)
         return rc;
+    if (db_conf_check(&c->db, err, errlen) != DB_OK)
+        return CFG_ERR;
     if (!guard_find(c->guard)) {
         snprintf(err, errlen, "--guard: unknown guard '%s' (known: %s)", c->guard,
                  guard_names());

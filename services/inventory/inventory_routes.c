@@ -558,6 +558,7 @@ static void route_health(void *app, struct route_call *call, const struct http_r
         return;
     }
     json_t *j = json_pack("{s:b,s:s,s:s}", "ok", 1, "instance", c->instance, "mysql", "up");
+    service_mysql_fields(&c->db, j);
     for (size_t i = 0; j && i < nup; i++)
         json_object_set_new(j, up[i], json_string("up"));
     http_json(resp, 200, j);

@@ -67,5 +67,7 @@ int order_conf_load(struct order_conf *c, int argc, char **argv, char *err, size
                        errlen);
     if (rc != CFG_OK)
         return rc;
+    if (db_conf_check(&c->db, err, errlen) != DB_OK)
+        return CFG_ERR;
     return order_split_urls(c, err, errlen) == 0 ? CFG_OK : CFG_ERR;
 }

@@ -164,8 +164,10 @@ static void route_health(void *app, struct route_call *call, const struct http_r
         http_error(resp, 503, "backend_unavailable", "no inventory instance is healthy");
         return;
     }
-    http_json(resp, 200, json_pack("{s:b,s:s,s:s,s:o}", "ok", 1, "instance", c->instance,
-                                   "mysql", "up", "inventory", inv));
+    json_t *j = json_pack("{s:b,s:s,s:s,s:o}", "ok", 1, "instance", c->instance, "mysql",
+                          "up", "inventory", inv);
+    service_mysql_fields(&c->db, j);
+    http_json(resp, 200, j);
 }
 
 static void route_metrics(void *app, struct route_call *call, const struct http_req *req,

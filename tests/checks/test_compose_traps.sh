@@ -24,6 +24,29 @@ if command -v nginx >/dev/null 2>&1; then
         || fail "nginx -t: $(grep -v 'could not open error log' "$tmp/nginx.out" | tr '\n' ' ' | cut -c1-300)"
 fi
 
+# MySQL 8.0 instead (the documented option): the override renders, runs
+# mysql:8.0 with the password plugin the lab's client speaks, and changes
+# nothing else of the mysql service.
+env -i PATH="$PATH" HOME="${HOME:-/tmp}" docker-compose -f "$compose_file" \
+    -f deploy/docker-compose.mysql8.yml config >"$tmp/mysql8.yml" 2>"$tmp/err" \
+    || fail "docker-compose config with docker-compose.mysql8.yml: $(tr '\n' ' ' <"$tmp/err" | cut -c1-300)"
+"$py" - "$tmp/config.yml" "$tmp/mysql8.yml" <<'PY' || exit 1
+import sys, yaml
+base, my8 = (yaml.safe_load(open(p))["services"]["mysql"] for p in sys.argv[1:3])
+problems = []
+if my8.get("image") != "mysql:8.0":
+    problems.append(f"image {my8.get('image')}, expected mysql:8.0")
+if "--default-authentication-plugin=mysql_native_password" not in (my8.get("command") or []):
+    problems.append("no --default-authentication-plugin=mysql_native_password (libmariadb cannot "
+                    "log in with caching_sha2_password without TLS)")
+for k in set(base) | set(my8):
+    if k not in ("image", "command") and base.get(k) != my8.get(k):
+        problems.append(f"changes the mysql service's {k}")
+if problems:
+    print("test_compose_traps: FAIL: docker-compose.mysql8.yml: " + "; ".join(problems))
+    sys.exit(1)
+PY
+
 "$py" - "$tmp/config.yml" "$compose_file" "$nginx_conf" "$PWD" <<'PY'
 import os, re, sys, yaml
 
@@ -52,7 +75,7 @@ if "version" in raw:
     problems.append("compose file has a `version:` key (Compose Specification files omit it)")
 
 # Base services and images.
-for svc_name, image in (("mysql", "mysql:8.0"), ("redis", "redis:7")):
+for svc_name, image in (("mysql", "mariadb:10.11"), ("redis", "redis:7")):
     svc = services.get(svc_name)
     if not svc:
         problems.append(f"service {svc_name} missing")
@@ -71,6 +94,11 @@ if not re.search(r"(-h\s*|--host[= ])127\.0\.0\.1\b", h):
                     "(the init server listens on the socket only)")
 if re.search(r"(-h\s*|--host[= ])localhost\b", h) or "--socket" in h or "-S " in h:
     problems.append("mysql: healthcheck uses the socket (localhost/--socket), which the init server answers")
+# MariaDB refuses to start on an option it does not know: MySQL's own
+# (the authentication plugin) belong in the MySQL 8 override only.
+if any("authentication-plugin" in str(a) for a in (mysql.get("command") or [])):
+    problems.append("mysql: MySQL-only --default-authentication-plugin on the MariaDB default "
+                    "(mariadbd refuses to start); it belongs in docker-compose.mysql8.yml")
 sql_dir = os.path.join(root, "sql")
 if (sql_dir, "/docker-entrypoint-initdb.d") not in [(s, t) for s, t in volumes(mysql)]:
     problems.append(f"mysql: {sql_dir} is not mounted at /docker-entrypoint-initdb.d")

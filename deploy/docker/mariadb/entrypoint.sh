@@ -1,5 +1,5 @@
 #!/bin/bash
-# Entrypoint of the MariaDB stand-in for mysql:8.0 (deploy/docker/mariadb).
+# Entrypoint of the MariaDB stand-in for mariadb:10.11 (deploy/docker/mariadb).
 # Behaves like the official image's for what deploy/docker-compose.yml uses:
 #   - arguments starting with '-' are options of the server (`command:` in
 #     compose gives only options);
