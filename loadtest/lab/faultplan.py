@@ -281,8 +281,12 @@ def expect_more(fault, guard, fields):
     if guard == "zookeeper":
         return "held", ("starved, the ZooKeeper client still pings within the 4 s session (a "
                         "ping needs microseconds, the quota gives 1 ms a second), so the holder "
-                        "keeps its lock and the buyers wait; had the session lapsed, the check "
-                        "before the COMMIT would refuse")
+                        "keeps its lock and the buyers wait (503 lock_timeout); its confirmation "
+                        "before the COMMIT, slowed past a third of the session, is not trusted: "
+                        "503 lease_expired, nothing written")
+    if guard != "redis-lock":
+        return "held", (f"not a cell: {guard} has no lease watchdog to starve (a starved holder "
+                        "is a slow one: see pause)")
     if fencing:
         return "held", ("the starved watchdog cannot renew the 300 ms lease: a buyer takes the "
                         "lock with a newer token, and the holder's late write is refused (409 "

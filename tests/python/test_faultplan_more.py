@@ -1,0 +1,82 @@
+"""lab.faultplan's cells that decide between the lease guards (stall, skew,
+starve): the shipped files expand to the cells the README lists, every
+verdict follows its mechanism (fenced or not, watchdog or not), and
+faults-all runs them."""
+
+import unittest
+
+from lab.faultplan import FAULTS, STALL_ENV, STALL_PAUSE_MS, expect
+from lab.scenario import expand_cells, parse_scenario, resolve_scenario
+
+LEASE_CHECKERS = ("redlock", "etcd", "zookeeper")
+
+
+def cells_of(name):
+    return {c["label"]: c for c in expand_cells(parse_scenario(resolve_scenario(name)), None)}
+
+
+class FaultPlanMoreTest(unittest.TestCase):
+    def test_stall_has_every_lease_guard_unfenced_broke_fenced_held(self):
+        cells = cells_of("stall")
+        for g in LEASE_CHECKERS:
+            self.assertEqual(cells[f"stall/{g}"]["expected"], "broke", g)
+            self.assertIn(g, STALL_ENV)
+            self.assertGreater(STALL_PAUSE_MS[g], 0)
+        for g in ("etcd", "zookeeper"):
+            c = cells[f"stall/{g}/fencing"]
+            self.assertTrue(c["fields"]["fencing"])
+            self.assertEqual(c["expected"], "held", g)
+            self.assertIn("fencing=true", cells[f"stall/{g}"]["expected_why"])
+        # Redlock issues no token: its only cell says why fencing is no way out.
+        self.assertNotIn("stall/redlock/fencing", cells)
+        self.assertIn("cannot fence", cells["stall/redlock"]["expected_why"])
+
+    def test_stall_pause_outlasts_each_lease(self):
+        """The pause must outlast the lease (or session) it is meant to
+        outlive: redlock 1 s, etcd 2 s + 0.5 s tick, ZooKeeper 4 s session."""
+        cells = cells_of("stall")
+        self.assertGreater(STALL_PAUSE_MS["redlock"], cells["stall/redlock"]["fields"]["lock_ttl_ms"])
+        self.assertGreater(STALL_PAUSE_MS["etcd"], cells["stall/etcd"]["fields"]["lock_ttl_ms"] + 500)
+        self.assertGreater(STALL_PAUSE_MS["zookeeper"], 4000 + 500)
+
+    def test_skew_verdicts_follow_watchdog_and_fencing(self):
+        table = [
+            # (label, fields, expected)
+            ("redlock", {}, "held"),
+            ("redlock", {"watchdog": False}, "broke"),
+            ("etcd", {}, "held"),
+            ("etcd", {"watchdog": False}, "broke"),
+            ("etcd", {"watchdog": False, "fencing": True}, "held"),
+            ("zookeeper", {}, "held"),
+            ("zookeeper", {"watchdog": False}, "held"),   # the server's word, not the clock
+        ]
+        for guard, fields, want in table:
+            got, why = expect("skew", guard, fields)
+            self.assertEqual(got, want, (guard, fields))
+            self.assertTrue(why)
+
+    def test_starve_verdicts(self):
+        table = [
+            ("redis-lock", {}, "broke"),
+            ("redis-lock", {"fencing": True}, "held"),
+            ("redlock", {}, "held"),
+            ("etcd", {}, "held"),
+            ("zookeeper", {}, "held"),
+        ]
+        for guard, fields, want in table:
+            got, why = expect("starve", guard, fields)
+            self.assertEqual(got, want, (guard, fields))
+            if got == "broke":
+                self.assertIn("fencing", why)
+
+    def test_faults_all_runs_them(self):
+        for f in ("stall", "skew", "starve"):
+            self.assertIn(f, FAULTS)
+        labels = set(cells_of("faults-all"))
+        for name in ("stall", "skew", "starve"):
+            for label in cells_of(name):
+                self.assertIn(label, labels)
+
+
+if __name__ == "__main__":
+    unittest.main()
