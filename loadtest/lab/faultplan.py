@@ -1,7 +1,8 @@
 """The fault choreographies' plans (buyers, duration, rate) and the verdict
 each cell is expected to reach, with why. Pure data: no stack, no I/O."""
 
-FAULTS = ("pause", "crash", "failover", "restart", "reseed", "sigterm", "stall", "skew", "starve")
+FAULTS = ("pause", "crash", "failover", "restart", "reseed", "sigterm", "stall", "skew", "starve",
+          "netdelay")
 
 # Guards that take a lease (accept lock_ttl_ms); the others get a 400 for it.
 LEASE_GUARDS = ("redis-lock", "segmented", "redlock", "lock-table", "etcd")
@@ -50,6 +51,9 @@ PLAN = {
     # starve: holder in at 1.0 (hold 2500 ms), inventory-1's CPU quota cut to
     # 1 ms per second (a cgroup) from 1.5 to 5.5; buyers on inventory-2.
     "starve": {"duration": 9, "rate": 10, "buyers": [2], "stock": 100000},
+    # netdelay: holder in at 1.0 (hold 2500 ms), what inventory-1 sends to
+    # MySQL (to Redis for redis-lock) held NETDELAY_S from 1.5 to 4.5.
+    "netdelay": {"duration": 10, "rate": 10, "buyers": [2], "stock": 100000},
 }
 
 # stall: how long the process stops after the check, per guard: past the
@@ -69,12 +73,22 @@ STALL_ENV = {"redlock": "LAB_FAULT_REDLOCK_PAUSE_AFTER_CHECK_MS",
 # that passed.
 SKEW_RATE = 0.25
 SKEW_HOLD_MS = 1000
+# netdelay: one-way delay on inventory-1's link, longer than a lock_ttl_ms of
+# 1000 and than what is left of lock-table's 3000 after the hold.
+NETDELAY_S = 1.5
+
+
+def netdelay_link(guard):
+    """The link a netdelay cell slows: where the guard's lock lives
+    (redis-lock: Redis; lock-table: MySQL) or, for the guards whose lock
+    lives elsewhere, MySQL (their writes)."""
+    return "redis" if guard == "redis-lock" else "mysql"
 
 
 
 def expect(fault, guard, fields):
     """(expected 'held'|'broke', why) for one cell."""
-    if fault in ("stall", "skew", "starve"):
+    if fault in ("stall", "skew", "starve", "netdelay"):
         return expect_more(fault, guard, fields)
     fencing = fields.get("fencing") is True
     if guard in NO_GUARD and fault == "reseed":
@@ -272,6 +286,8 @@ def expect_more(fault, guard, fields):
                          "lease that a buyer took over at 2 s: a lost update. A lease on the "
                          "holder's clock assumes bounded drift; the watchdog, a server-side "
                          "check (zookeeper) or fencing holds")
+    if fault == "netdelay":
+        return expect_netdelay(guard, fencing)
     # starve
     if guard in ("redlock", "etcd"):
         return "held", ("starved (1 ms of CPU per second), the holder's renewals come late or "
@@ -295,3 +311,26 @@ def expect_more(fault, guard, fields):
                      "per second): a buyer takes the lock and sells, and the holder, with no "
                      "check before its write, writes the stock it read: a lost update. fencing "
                      "holds")
+
+
+def expect_netdelay(guard, fencing):
+    """A slow link from the holder: it breaks a lock that lives at the far
+    end of that link, not one kept alive over another."""
+    if guard in ("redlock", "etcd", "zookeeper"):
+        return "held", ("only inventory-1's MySQL link is slow (1.5 s): its lease (session) is "
+                        "kept alive over its own link by the watchdog (the client's pings), so "
+                        "nobody else takes the lock; the holder's writes land late but alone, "
+                        "and its check before the COMMIT passes rightly; buyers wait (503 "
+                        "lock_timeout)")
+    where = {"redis-lock": ("Redis", "its watchdog's renewals reach Redis 1.5 s late, after "
+                                     "the 1 s lease ran out"),
+             "lock-table": ("MySQL", "its lock row (lock_ttl_ms 3000, no renewal) expires "
+                                     "while its delayed writes are on their way")}.get(guard)
+    if where is None:
+        return "held", f"not a cell: {guard} takes no lease on a link that can be slowed"
+    if fencing:
+        return "held", (f"{where[1]}; a buyer takes the lock with a newer token, and the holder's "
+                        "late write is refused (409 fenced), nothing written")
+    return "broke", (f"the holder's link to {where[0]} is slow: {where[1]}; a buyer takes the "
+                     "lock and sells, and the holder, with no check before its write, writes "
+                     "the stock it read: a lost update. fencing=true holds")

@@ -1,19 +1,24 @@
 """The fault cells that decide between the lease guards (see
 loadtest/README.md, "Fault scenarios"): a stop-the-world pause right after
-the lease check (stall), the holder's clock running slow (skew, libfaketime)
-and the holder starved of CPU (starve, a cgroup quota shared with a
-stress-ng hog). Each choreography is a FaultRunner method (lab.faults)
+the lease check (stall), the holder's clock running slow (skew, libfaketime),
+the holder starved of CPU (starve, a cgroup quota shared with a stress-ng
+hog) and a slow link from the holder to MySQL or Redis (netdelay, a
+delaying relay). Each choreography is a FaultRunner method (lab.faults)
 with the same arguments as theirs; `prepare` arms inventory-1 before the
 cell and returns what undoes it."""
 
+import collections
 import glob
 import os
 import shutil
+import socket
 import subprocess
+import threading
 import time
 
 from .drivers import CellSkip
-from .faultplan import SKEW_HOLD_MS, SKEW_RATE, STALL_ENV, STALL_PAUSE_MS
+from .faultplan import (NETDELAY_S, SKEW_HOLD_MS, SKEW_RATE, STALL_ENV, STALL_PAUSE_MS,
+                        netdelay_link)
 from .net import http_json
 
 # cgroup v1's cpu controller (this machine), else cgroup v2's root.
@@ -58,6 +63,13 @@ class MoreFaults:
                 raise CellSkip("no writable cgroup cpu controller (cfs quota)")
             if not shutil.which("stress-ng"):
                 raise CellSkip("stress-ng not installed")
+        elif c["fault"] == "netdelay":
+            if self.stack.name != "local":
+                raise CellSkip("a delayed link needs the local stack (LAB_INVENTORY_ARGS)")
+            link = netdelay_link(c["guard"])
+            target = self.stack.mysql_port if link == "mysql" else self.stack.port("redis")
+            self.relay = DelayRelay(target, self.log)
+            env = {"LAB_INVENTORY_ARGS": f"--{link}-port {self.relay.port}"}
         if env is None:
             return []
         self.stack.stop("inventory-1")
@@ -66,6 +78,9 @@ class MoreFaults:
         def plain():
             self.stack.stop("inventory-1", check=False)
             self.stack.start("inventory-1", check=False)
+            if getattr(self, "relay", None) is not None:
+                self.relay.close()
+                self.relay = None
         return [plain]
 
     def wait_answer(self, i, answers, until):
@@ -129,6 +144,118 @@ class MoreFaults:
         group.end()
         ev("inventory-1 gets the CPU again", "end")
         return th
+
+    # netdelay: what inventory-1 sends on one link (MySQL, or Redis for
+    # redis-lock) arrives NETDELAY_S late from 1.5 to 4.5 s
+    def _netdelay(self, c, at, ev, hold, prefix, after):
+        at(1.0)
+        th = self.holder(self.inv(1), self.body(c, {"order_id": f"{prefix}-holder", "hold_ms": 2500,
+                                                    "lock_wait_ms": 5000}), 40, hold)
+        ev("holder in (inventory-1, hold_ms 2500)", "mark")
+        at(1.5)
+        link = "MySQL" if netdelay_link(c["guard"]) == "mysql" else "Redis"
+        self.relay.delay = NETDELAY_S
+        ev(f"inventory-1 -> {link}: {NETDELAY_S:g} s delay")
+        at(4.5)
+        self.relay.delay = 0.0
+        ev(f"inventory-1 -> {link}: no delay (queued bytes still drain in order)", "end")
+        return th
+
+
+class DelayRelay:
+    """A TCP relay from a free 127.0.0.1 port to 127.0.0.1:target that
+    holds what the client sends for `delay` seconds (set at any time; bytes
+    stay in order), as tc netem's delay on that link would; the answers
+    pass at once. In user space because the kernel the lab was measured on
+    has no sch_netem. close() stops it and every connection."""
+
+    def __init__(self, target, log):
+        self.target, self.log = target, log
+        self.delay = 0.0
+        self.closed = False
+        self.socks = []
+        self.lock = threading.Lock()
+        self.listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(128)
+        self.port = self.listener.getsockname()[1]
+        threading.Thread(target=self.accept, daemon=True).start()
+        log.write(f"relay 127.0.0.1:{self.port} -> 127.0.0.1:{target}\n")
+
+    def keep(self, *socks):
+        with self.lock:
+            self.socks.extend(socks)
+
+    def accept(self):
+        while not self.closed:
+            try:
+                client, _ = self.listener.accept()
+                server = socket.create_connection(("127.0.0.1", self.target), timeout=5)
+                server.settimeout(None)
+            except OSError:
+                if self.closed:
+                    return
+                continue
+            self.keep(client, server)
+            queue = collections.deque()
+            ready = threading.Condition()
+            threading.Thread(target=self.read_delayed, args=(client, queue, ready), daemon=True).start()
+            threading.Thread(target=self.send_due, args=(server, queue, ready), daemon=True).start()
+            threading.Thread(target=self.pump, args=(server, client), daemon=True).start()
+
+    def read_delayed(self, src, queue, ready):
+        last = 0.0
+        while True:
+            try:
+                data = src.recv(65536)
+            except OSError:
+                data = b""
+            due = max(time.time() + self.delay, last)
+            last = due
+            with ready:
+                queue.append((due, data))
+                ready.notify()
+            if not data:
+                return
+
+    def send_due(self, dst, queue, ready):
+        while True:
+            with ready:
+                while not queue:
+                    ready.wait()
+                due, data = queue.popleft()
+            wait = due - time.time()
+            if wait > 0:
+                time.sleep(wait)
+            try:
+                if not data:
+                    dst.shutdown(socket.SHUT_WR)
+                    return
+                dst.sendall(data)
+            except OSError:
+                return
+
+    def pump(self, src, dst):
+        while True:
+            try:
+                data = src.recv(65536)
+                if not data:
+                    dst.shutdown(socket.SHUT_WR)
+                    return
+                dst.sendall(data)
+            except OSError:
+                return
+
+    def close(self):
+        self.closed = True
+        with self.lock:
+            socks, self.socks = self.socks, []
+        for s in [self.listener, *socks]:
+            try:
+                s.close()
+            except OSError:
+                pass
 
 
 def cpu_cgroup_root():

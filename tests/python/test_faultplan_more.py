@@ -1,11 +1,11 @@
 """lab.faultplan's cells that decide between the lease guards (stall, skew,
-starve): the shipped files expand to the cells the README lists, every
+starve, netdelay): the shipped files expand to the cells the README lists, every
 verdict follows its mechanism (fenced or not, watchdog or not), and
 faults-all runs them."""
 
 import unittest
 
-from lab.faultplan import FAULTS, STALL_ENV, STALL_PAUSE_MS, expect
+from lab.faultplan import FAULTS, NETDELAY_S, STALL_ENV, STALL_PAUSE_MS, expect, netdelay_link
 from lab.scenario import expand_cells, parse_scenario, resolve_scenario
 
 LEASE_CHECKERS = ("redlock", "etcd", "zookeeper")
@@ -69,11 +69,27 @@ class FaultPlanMoreTest(unittest.TestCase):
             if got == "broke":
                 self.assertIn("fencing", why)
 
+    def test_netdelay_breaks_the_lock_at_the_far_end_of_the_slow_link(self):
+        cells = cells_of("netdelay")
+        self.assertEqual(netdelay_link("redis-lock"), "redis")
+        for g in ("lock-table", "redlock", "etcd", "zookeeper"):
+            self.assertEqual(netdelay_link(g), "mysql", g)
+        for g in ("redis-lock", "lock-table"):
+            self.assertEqual(cells[f"netdelay/{g}"]["expected"], "broke", g)
+            self.assertEqual(cells[f"netdelay/{g}/fencing"]["expected"], "held", g)
+        for g in LEASE_CHECKERS:
+            self.assertEqual(cells[f"netdelay/{g}"]["expected"], "held", g)
+        # lock-table's row outlives the hold (2.5 s), not the hold plus one
+        # delayed write (NETDELAY_S)
+        ttl = cells["netdelay/lock-table"]["fields"]["lock_ttl_ms"]
+        self.assertLess(2500, ttl)
+        self.assertLess(ttl, 2500 + NETDELAY_S * 1000)
+
     def test_faults_all_runs_them(self):
-        for f in ("stall", "skew", "starve"):
+        for f in ("stall", "skew", "starve", "netdelay"):
             self.assertIn(f, FAULTS)
         labels = set(cells_of("faults-all"))
-        for name in ("stall", "skew", "starve"):
+        for name in ("stall", "skew", "starve", "netdelay"):
             for label in cells_of(name):
                 self.assertIn(label, labels)
 
