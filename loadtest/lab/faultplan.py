@@ -267,10 +267,12 @@ def expect_more(fault, guard, fields):
         return "broke", why + "; fencing=true closes it"
     if fault == "skew":
         if guard == "zookeeper":
-            return "held", ("the holder's clock runs at 1/4: its client pings late and its session "
-                            "may expire, but the check before the COMMIT asks the server, whose "
-                            "clock is right: a lapsed session answers 503 lease_expired, nothing "
-                            "written")
+            return "held", ("the holder's clock runs at 1/4 (its hold takes 4 s, its client pings "
+                            "every 4/3 of a 4 s session): the session may or may not lapse before "
+                            "its check (measured: the holder sold and buyers waited, a close call), "
+                            "but that check asks the server, not the holder's clock: a lapsed "
+                            "session answers 503 lease_expired, a live one is still the only "
+                            "holder")
         if watchdog:
             return "held", ("the holder's clock runs at 1/4, so its watchdog renews every 4/3 of a "
                             "lease: the lease runs out on the server and a buyer takes the lock, "
@@ -298,8 +300,9 @@ def expect_more(fault, guard, fields):
         return "held", ("starved, the ZooKeeper client still pings within the 4 s session (a "
                         "ping needs microseconds, the quota gives 1 ms a second), so the holder "
                         "keeps its lock and the buyers wait (503 lock_timeout); its confirmation "
-                        "before the COMMIT, slowed past a third of the session, is not trusted: "
-                        "503 lease_expired, nothing written")
+                        "before the COMMIT counts only if it came back within a third of the "
+                        "session (measured both ways: the holder sold, or a 1.4 s confirmation "
+                        "answered 503 lease_expired and nothing was written)")
     if guard != "redis-lock":
         return "held", (f"not a cell: {guard} has no lease watchdog to starve (a starved holder "
                         "is a slow one: see pause)")

@@ -120,7 +120,9 @@ class MoreFaults:
     # libfaketime by prepare)
     def _skew(self, c, at, ev, hold, prefix, after):
         at(1.0)
-        ev(f"holder in (inventory-1, its clock at x{SKEW_RATE:g}, hold_ms {SKEW_HOLD_MS} of its time)")
+        # the fault lasts the whole cell: no moment to recover from
+        ev(f"holder in (inventory-1, its clock at x{SKEW_RATE:g}, hold_ms {SKEW_HOLD_MS} of its time)",
+           "mark")
         return self.holder(self.inv(1), self.body(c, {"order_id": f"{prefix}-holder",
                                                       "hold_ms": SKEW_HOLD_MS,
                                                       "lock_wait_ms": 5000}), 40, hold)
