@@ -254,10 +254,13 @@ class DelayRelay:
         with self.lock:
             socks, self.socks = self.socks, []
         for s in [self.listener, *socks]:
+            # shutdown first: a bare close() does not wake a thread blocked
+            # in recv() or accept() on the socket
             try:
-                s.close()
+                s.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
+            s.close()
 
 
 def cpu_cgroup_root():

@@ -3,8 +3,13 @@ starve, netdelay): the shipped files expand to the cells the README lists, every
 verdict follows its mechanism (fenced or not, watchdog or not), and
 faults-all runs them."""
 
+import io
+import socket
+import threading
+import time
 import unittest
 
+from lab.faults_more import DelayRelay
 from lab.faultplan import FAULTS, NETDELAY_S, STALL_ENV, STALL_PAUSE_MS, expect, netdelay_link
 from lab.scenario import expand_cells, parse_scenario, resolve_scenario
 
@@ -92,6 +97,67 @@ class FaultPlanMoreTest(unittest.TestCase):
         for name in ("stall", "skew", "starve", "netdelay"):
             for label in cells_of(name):
                 self.assertIn(label, labels)
+
+
+class DelayRelayTest(unittest.TestCase):
+    """netdelay's relay: what the client sends arrives `delay` late, in
+    order; the answers pass at once; close() ends every connection."""
+
+    def setUp(self):
+        self.server = socket.socket()
+        self.server.bind(("127.0.0.1", 0))
+        self.server.listen(4)
+        threading.Thread(target=self.echo, daemon=True).start()
+        self.relay = DelayRelay(self.server.getsockname()[1], io.StringIO())
+
+    def tearDown(self):
+        self.relay.close()
+        self.server.close()
+
+    def echo(self):
+        try:
+            conn, _ = self.server.accept()
+        except OSError:
+            return
+        with conn:
+            while True:
+                data = conn.recv(4096)
+                if not data:
+                    return
+                conn.sendall(data)
+
+    def round_trip(self, client, payload):
+        t = time.time()
+        client.sendall(payload)
+        got = b""
+        while len(got) < len(payload):
+            got += client.recv(4096)
+        return got, time.time() - t
+
+    def test_delay_applies_while_on_and_keeps_order(self):
+        client = socket.create_connection(("127.0.0.1", self.relay.port), timeout=5)
+        got, took = self.round_trip(client, b"fast")
+        self.assertEqual(got, b"fast")
+        self.assertLess(took, 0.2)
+        self.relay.delay = 0.3
+        t0 = time.time()
+        client.sendall(b"one-")
+        time.sleep(0.05)                # read (and held) by the relay by then
+        self.relay.delay = 0.0          # a later chunk waits behind the delayed one
+        client.sendall(b"two")
+        got = b""
+        while len(got) < len(b"one-two"):
+            got += client.recv(4096)
+        self.assertEqual(got, b"one-two")
+        self.assertGreaterEqual(time.time() - t0, 0.29)
+        client.close()
+
+    def test_close_ends_connections(self):
+        client = socket.create_connection(("127.0.0.1", self.relay.port), timeout=5)
+        self.round_trip(client, b"x")
+        self.relay.close()
+        self.assertEqual(client.recv(10), b"")
+        client.close()
 
 
 if __name__ == "__main__":
