@@ -53,8 +53,6 @@ class MoreFaults:
             lib = faketime_lib()
             if lib is None:
                 raise CellSkip("libfaketime not installed (apt-get install faketime)")
-            if self.stack.name != "local":
-                raise CellSkip("a skewed clock needs the local stack (LAB_INVENTORY_PRELOAD)")
             env = {"LAB_INVENTORY_PRELOAD": lib, "FAKETIME": f"+0 x{SKEW_RATE:g}"}
         elif c["fault"] == "starve":
             if self.stack.name != "local":
@@ -64,24 +62,35 @@ class MoreFaults:
             if not shutil.which("stress-ng"):
                 raise CellSkip("stress-ng not installed")
         elif c["fault"] == "netdelay":
-            if self.stack.name != "local":
-                raise CellSkip("a delayed link needs the local stack (LAB_INVENTORY_ARGS)")
             link = netdelay_link(c["guard"])
             target = self.stack.mysql_port if link == "mysql" else self.stack.port("redis")
             self.relay = DelayRelay(target, self.log)
             env = {"LAB_INVENTORY_ARGS": f"--{link}-port {self.relay.port}"}
         if env is None:
             return []
-        self.stack.stop("inventory-1")
-        self.stack.start("inventory-1", env=env)
-
+        if self.stack.name != "local":
+            # before anything is stopped: compose cannot start an instance
+            # with extra environment, and would leave inventory-1 down
+            self.close_relay()
+            raise CellSkip(f"{c['fault']} restarts inventory-1 armed: needs the local stack "
+                           "(deploy/local/stack)")
         def plain():
             self.stack.stop("inventory-1", check=False)
             self.stack.start("inventory-1", check=False)
-            if getattr(self, "relay", None) is not None:
-                self.relay.close()
-                self.relay = None
+            self.close_relay()
+
+        self.stack.stop("inventory-1")
+        try:
+            self.stack.start("inventory-1", env=env)
+        except (RuntimeError, OSError):
+            plain()   # the next cells need inventory-1 as it was
+            raise
         return [plain]
+
+    def close_relay(self):
+        if getattr(self, "relay", None) is not None:
+            self.relay.close()
+            self.relay = None
 
     def wait_answer(self, i, answers, until):
         """Poll inventory-i's /healthz (0.3 s each) until it answers
