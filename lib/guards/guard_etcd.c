@@ -56,7 +56,9 @@ static const struct cfg_opt options[] = {
      "prefix of the per-SKU lock names in etcd"},
     {"etcd-fault-pause-after-check", "LAB_FAULT_ETCD_PAUSE_AFTER_CHECK_MS", CFG_MS, "0", 0, 60000,
      offsetof(struct etcd_guard_conf, fault_pause_ms), 0,
-     "TEST ONLY, fault injection: stop this whole process this long right after the etcd lease check passed, before the COMMIT (the window the check cannot close); 0 = off"},
+     "TEST ONLY, fault injection: stop this whole process this long right after "
+     "the etcd lease check passed, before the COMMIT (the window the check cannot "
+     "close); 0 = off"},
 };
 
 /* The lock service answers within a round trip when the lock is free:

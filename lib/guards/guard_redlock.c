@@ -30,7 +30,9 @@ static const struct cfg_opt options[] = {
      "independent Redis masters for redlock (host:port,...; a bare port means 127.0.0.1)"},
     {"redlock-fault-pause-after-check", "LAB_FAULT_REDLOCK_PAUSE_AFTER_CHECK_MS", CFG_MS, "0", 0,
      60000, offsetof(struct redlock_guard_conf, fault_pause_ms), 0,
-     "TEST ONLY, fault injection: stop this whole process this long right after redlock's lease check passed, before the COMMIT (the window the check cannot close); 0 = off"},
+     "TEST ONLY, fault injection: stop this whole process this long right after "
+     "redlock's lease check passed, before the COMMIT (the window the check cannot "
+     "close); 0 = off"},
 };
 
 static struct redlock *redlock;

@@ -52,7 +52,9 @@ static const struct cfg_opt options[] = {
      "parent of the per-SKU lock nodes (created persistent, never deleted)"},
     {"zk-fault-pause-after-check", "LAB_FAULT_ZK_PAUSE_AFTER_CHECK_MS", CFG_MS, "0", 0, 60000,
      offsetof(struct zk_guard_conf, fault_pause_ms), 0,
-     "TEST ONLY, fault injection: stop this whole process this long right after the server's confirmation of the lock node check passed, before the COMMIT (the window the check cannot close); 0 = off"},
+     "TEST ONLY, fault injection: stop this whole process this long right after "
+     "the server confirmed the lock node, before the COMMIT (the window that check "
+     "cannot close); 0 = off"},
 };
 
 static struct zk_client *client;
