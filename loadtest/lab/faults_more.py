@@ -62,10 +62,17 @@ class MoreFaults:
             if not shutil.which("stress-ng"):
                 raise CellSkip("stress-ng not installed")
         elif c["fault"] == "netdelay":
-            link = netdelay_link(c["guard"])
-            target = self.stack.mysql_port if link == "mysql" else self.stack.port("redis")
-            self.relay = DelayRelay(target, self.log)
-            env = {"LAB_INVENTORY_ARGS": f"--{link}-port {self.relay.port}"}
+            if netdelay_link(c["guard"]) == "mysql":
+                self.relay = DelayRelay(self.stack.mysql_port, self.log)
+                args = f"--mysql-port {self.relay.port}"
+            else:
+                # With Sentinels (a stack that ran failover cells) inventory-1
+                # would ask them for the master and bypass the relay: no
+                # Sentinels for it, the relay in front of today's master.
+                master = self.stack.current_master(self.replica_ready)
+                self.relay = DelayRelay(self.stack.port(master), self.log)
+                args = f"--redis-port {self.relay.port} --redis-sentinels="
+            env = {"LAB_INVENTORY_ARGS": args}
         if env is None:
             return []
         if self.stack.name != "local":
