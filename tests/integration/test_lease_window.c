@@ -1,8 +1,9 @@
 /* The window a lease check cannot close. An etcd holder checks its lease
- * right before the COMMIT; a stop-the-world pause that starts right AFTER
- * that check (the --etcd-fault-pause-after-check fault point, on a third
- * instance of its own) outlives the 2 s lease: etcd expires it, a buyer on
- * instance 2 takes the lock and reads the stock while the paused holder's
+ * right before the COMMIT (a zookeeper holder asks the server about its
+ * lock node); a stop-the-world pause that starts right AFTER that check
+ * (the --etcd- / --zk-fault-pause-after-check fault point, on a third
+ * instance of its own) outlives the 2 s lease (4 s session): it expires, a
+ * buyer on instance 2 takes the lock and reads the stock while the paused holder's
  * write is still uncommitted, and its own write waits on the row lock.
  * The holder wakes and commits without another look; then the buyer
  * commits the stock it read. Unfenced, that loses the holder's sale (two
@@ -17,15 +18,30 @@
 #include "itest.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 static int group_setup(void **state) { return it_setup(); }
 
-/* Longer than the 2 s lease plus etcd's expiry tick (0.5 s) and the
- * buyer's lock hand-over, shorter than that plus the buyer's row-lock wait
- * (lock_wait_ms 4000: innodb_lock_wait_timeout 4 s). */
-#define PAUSE_MS "4500"
+/* One lease guard's window: how its holder's fault point is armed, how
+ * long it stops (longer than the lease or session plus the server's expiry
+ * tick, 0.5 s, and the buyer's lock hand-over; shorter than that plus the
+ * buyer's row-lock wait, innodb_lock_wait_timeout = its lock_wait_ms), and
+ * the lease fields of both requests. */
+struct window_case {
+    const char *guard;
+    const char *fault_env;        /* "LAB_FAULT_..._MS=N" */
+    const char *lease;            /* body fields: ",\"lock_ttl_ms\":..." or "" */
+    long buyer_wait_ms;
+};
+
+static const struct window_case etcd_case = {
+    "etcd", "LAB_FAULT_ETCD_PAUSE_AFTER_CHECK_MS=4500", ",\"lock_ttl_ms\":2000", 4000};
+/* ZooKeeper: the 4 s session (--zk-session-ms default) instead of a lease. */
+static const struct window_case zk_case = {
+    "zookeeper", "LAB_FAULT_ZK_PAUSE_AFTER_CHECK_MS=6500", "", 7000};
+
 #define WINDOW_PORT 38
 
 /* 1 once pid is stopped (state T), polled up to wait_ms. */
@@ -53,10 +69,14 @@ struct window_run {
 
 /* One holder on its own instance paused after its check, one buyer on
  * instance 2 started once the pause began. */
-static void run_window(const char *sku, int fencing, struct window_run *w)
+static void run_window(const struct window_case *k, const char *sku, int fencing,
+                       struct window_run *w)
 {
-    const char *const env[] = {"LAB_FAULT_ETCD_PAUSE_AFTER_CHECK_MS=" PAUSE_MS, NULL};
-    const char *const args[] = {"--threads", "4", NULL};
+    const char *const env[] = {k->fault_env, NULL};
+    char zk[64];
+    const char *zk_port = getenv("LAB_ZK_PORT");
+    snprintf(zk, sizeof(zk), "127.0.0.1:%s", zk_port ? zk_port : "2191");
+    const char *const args[] = {"--threads", "4", "--zk-hosts", zk, NULL};
     long port = it_port_base() + WINDOW_PORT;
     int pid = it_start_inventory("inventory-window", port, env, args);
     assert_true(pid > 0);
@@ -67,13 +87,14 @@ static void run_window(const char *sku, int fencing, struct window_run *w)
     const char *fence = fencing ? ",\"fencing\":true" : "";
     struct it_bg_post holder, buyer;
     snprintf(body, sizeof(body),
-             "{\"sku\":\"%s\",\"order_id\":\"%s-holder\",\"guard\":\"etcd\","
-             "\"lock_ttl_ms\":2000,\"lock_wait_ms\":3000%s}", sku, sku, fence);
+             "{\"sku\":\"%s\",\"order_id\":\"%s-holder\",\"guard\":\"%s\","
+             "\"lock_wait_ms\":3000%s%s}", sku, sku, k->guard, k->lease, fence);
     assert_int_equal(it_bg_deduct(&holder, base, body), 0);
     int paused = stopped_within(pid, 5000);
     snprintf(body, sizeof(body),
-             "{\"sku\":\"%s\",\"order_id\":\"%s-buyer\",\"guard\":\"etcd\","
-             "\"lock_ttl_ms\":2000,\"lock_wait_ms\":4000%s}", sku, sku, fence);
+             "{\"sku\":\"%s\",\"order_id\":\"%s-buyer\",\"guard\":\"%s\","
+             "\"lock_wait_ms\":%ld%s%s}", sku, sku, k->guard, k->buyer_wait_ms, k->lease,
+             fence);
     assert_int_equal(it_bg_deduct(&buyer, it.inventory[1], body), 0);
     it_bg_post_join(&buyer);
     it_bg_post_join(&holder);
@@ -82,15 +103,16 @@ static void run_window(const char *sku, int fencing, struct window_run *w)
     w->holder = holder.status;
     w->buyer = buyer.status;
     assert_int_equal(it_audit(sku, &w->audit), 0);
-    printf("  fencing %d: holder %ld, buyer %ld; sold %lld, stock %lld, lost_updates %lld\n",
-           fencing, w->holder, w->buyer, w->audit.sold, w->audit.stock, w->audit.lost_updates);
+    printf("  %s, fencing %d: holder %ld, buyer %ld; sold %lld, stock %lld, lost_updates %lld\n",
+           k->guard, fencing, w->holder, w->buyer, w->audit.sold, w->audit.stock,
+           w->audit.lost_updates);
 }
 
-static void test_pause_after_check_loses_an_update(void **state)
+/* Unfenced: both answered "sold", both in the ledger, the stock moved once. */
+static void loses_an_update(const struct window_case *k, const char *sku)
 {
     struct window_run w;
-    run_window("T-window", 0, &w);
-    /* Both answered "sold", both in the ledger, the stock moved once. */
+    run_window(k, sku, 0, &w);
     assert_int_equal(w.holder, 200);
     assert_int_equal(w.buyer, 200);
     assert_int_equal(w.audit.sold, 2);
@@ -99,10 +121,11 @@ static void test_pause_after_check_loses_an_update(void **state)
     assert_false(w.audit.consistent);
 }
 
-static void test_pause_after_check_fenced_is_exact(void **state)
+/* Fenced: the buyer reads after the holder's COMMIT, or is refused. */
+static void fenced_is_exact(const struct window_case *k, const char *sku)
 {
     struct window_run w;
-    run_window("T-windowf", 1, &w);
+    run_window(k, sku, 1, &w);
     assert_int_equal(w.holder, 200);
     assert_true(w.buyer == 200 || w.buyer == 409);
     assert_int_equal(w.audit.sold, w.buyer == 200 ? 2 : 1);
@@ -111,11 +134,33 @@ static void test_pause_after_check_fenced_is_exact(void **state)
     assert_true(w.audit.consistent);
 }
 
+static void test_etcd_pause_after_check_loses_an_update(void **state)
+{
+    loses_an_update(&etcd_case, "T-window");
+}
+
+static void test_etcd_pause_after_check_fenced_is_exact(void **state)
+{
+    fenced_is_exact(&etcd_case, "T-windowf");
+}
+
+static void test_zookeeper_pause_after_check_loses_an_update(void **state)
+{
+    loses_an_update(&zk_case, "T-windowz");
+}
+
+static void test_zookeeper_pause_after_check_fenced_is_exact(void **state)
+{
+    fenced_is_exact(&zk_case, "T-windowzf");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_pause_after_check_loses_an_update),
-        cmocka_unit_test(test_pause_after_check_fenced_is_exact),
+        cmocka_unit_test(test_etcd_pause_after_check_loses_an_update),
+        cmocka_unit_test(test_etcd_pause_after_check_fenced_is_exact),
+        cmocka_unit_test(test_zookeeper_pause_after_check_loses_an_update),
+        cmocka_unit_test(test_zookeeper_pause_after_check_fenced_is_exact),
     };
     return cmocka_run_group_tests(tests, group_setup, NULL);
 }
