@@ -17,6 +17,7 @@ static const struct metrics_family catalog[] = {
      "deadlocks, lock wait timeouts and Galera certification failures MySQL answered, by guard"},
     {"lab_lock_timeouts_total", "counter", "deductions whose guard gave up waiting for its lock"},
     {"lab_fenced_total", "counter", "writes refused because a newer lock holder fenced them"},
+    {"lab_test_pauses_total", "counter", "whole-process pauses injected by a --*-fault-pause-after-check option (tests only)"},
     {"lab_lock_wait_seconds", "histogram", "time spent acquiring a guard"},
     {"lab_deduct_duration_seconds", "histogram", "time the guard layer took to answer one deduction, by guard"},
     {"lab_segment_fallthrough_total", "counter", "segmented sales that moved on to another segment"},

@@ -18,6 +18,7 @@
 
 #include "base/metrics.h"
 #include "base/util.h"
+#include "guards/core/fault_point.h"
 #include "guards/core/lock_fields.h"
 #include "locks/etcd.h"
 #include "stock/txn.h"
@@ -34,6 +35,7 @@ static struct etcd_guard_conf {
     long op_timeout_ms;
     long min_lease_ms;
     char prefix[128];
+    long fault_pause_ms;
 } conf;
 
 static const struct cfg_opt options[] = {
@@ -52,6 +54,11 @@ static const struct cfg_opt options[] = {
     {"etcd-prefix", "LAB_ETCD_PREFIX", CFG_STR, "/locks/inventory/", 0, 0,
      offsetof(struct etcd_guard_conf, prefix), sizeof(conf.prefix),
      "prefix of the per-SKU lock names in etcd"},
+    {"etcd-fault-pause-after-check", "LAB_FAULT_ETCD_PAUSE_AFTER_CHECK_MS", CFG_MS, "0", 0, 60000,
+     offsetof(struct etcd_guard_conf, fault_pause_ms), 0,
+     "TEST ONLY, fault injection: stop this whole process this long right after "
+     "the etcd lease check passed, before the COMMIT (the window the check cannot "
+     "close); 0 = off"},
 };
 
 /* The lock service answers within a round trip when the lock is free:
@@ -216,8 +223,10 @@ static int take(const struct deduct_env *env, const struct deduct_req *req, stru
 static int still_valid(void *ctx, struct deduct_res *res)
 {
     struct etcd_held *h = ctx;
-    if (etcd_lease_validity_left(client, &h->lease) > 0)
+    if (etcd_lease_validity_left(client, &h->lease) > 0) {
+        fault_point_pause(conf.fault_pause_ms);   /* test only: the window after the check */
         return 1;
+    }
     fail(res, DEDUCT_LEASE_EXPIRED, &n_expired,
          "etcd lease %" PRIx64 " (%ld ms) on %.60s ran out before the write; nothing was "
          "written", (uint64_t)h->lease.id, h->lease.valid_ms, h->lease.name);

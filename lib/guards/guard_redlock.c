@@ -9,6 +9,7 @@
 #include "base/metrics.h"
 #include "locks/redlock.h"
 #include "base/util.h"
+#include "guards/core/fault_point.h"
 #include "guards/core/key_gate.h"
 #include "guards/core/lock_fields.h"
 #include "stock/keys.h"
@@ -19,6 +20,7 @@
 
 static struct redlock_guard_conf {
     char nodes[512];
+    long fault_pause_ms;
 } conf;
 
 static const struct cfg_opt options[] = {
@@ -26,6 +28,11 @@ static const struct cfg_opt options[] = {
      "127.0.0.1:6391,127.0.0.1:6392,127.0.0.1:6393", 0, 0,
      offsetof(struct redlock_guard_conf, nodes), sizeof(conf.nodes),
      "independent Redis masters for redlock (host:port,...; a bare port means 127.0.0.1)"},
+    {"redlock-fault-pause-after-check", "LAB_FAULT_REDLOCK_PAUSE_AFTER_CHECK_MS", CFG_MS, "0", 0,
+     60000, offsetof(struct redlock_guard_conf, fault_pause_ms), 0,
+     "TEST ONLY, fault injection: stop this whole process this long right after "
+     "redlock's lease check passed, before the COMMIT (the window the check cannot "
+     "close); 0 = off"},
 };
 
 static struct redlock *redlock;
@@ -211,8 +218,10 @@ static int take(const struct deduct_env *env, const struct deduct_req *req, stru
 static int still_valid(void *ctx, struct deduct_res *res)
 {
     struct held *h = ctx;
-    if (redlock_validity_left(redlock, &h->lease) > 0)
+    if (redlock_validity_left(redlock, &h->lease) > 0) {
+        fault_point_pause(conf.fault_pause_ms);   /* test only: the window after the check */
         return 1;
+    }
     res->outcome = DEDUCT_LEASE_EXPIRED;
     snprintf(res->detail, sizeof(res->detail),
              "redlock lease on %.60s (%ld ms) ran out before the write; nothing was written",

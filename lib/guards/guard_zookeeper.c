@@ -14,6 +14,7 @@
 
 #include "base/metrics.h"
 #include "base/util.h"
+#include "guards/core/fault_point.h"
 #include "guards/core/lock_fields.h"
 #include "locks/zk.h"
 #include "stock/txn.h"
@@ -30,6 +31,7 @@ static struct zk_guard_conf {
     long session_ms;
     long connect_wait_ms;
     char root[128];
+    long fault_pause_ms;
 } conf;
 
 /* Session bounds: ZooKeeper grants 2..20 ticks; the stack's tickTime is
@@ -48,6 +50,11 @@ static const struct cfg_opt options[] = {
     {"zk-root", "LAB_ZK_ROOT", CFG_STR, "/locks/inventory", 0, 0,
      offsetof(struct zk_guard_conf, root), sizeof(conf.root),
      "parent of the per-SKU lock nodes (created persistent, never deleted)"},
+    {"zk-fault-pause-after-check", "LAB_FAULT_ZK_PAUSE_AFTER_CHECK_MS", CFG_MS, "0", 0, 60000,
+     offsetof(struct zk_guard_conf, fault_pause_ms), 0,
+     "TEST ONLY, fault injection: stop this whole process this long right after "
+     "the server confirmed the lock node, before the COMMIT (the window that check "
+     "cannot close); 0 = off"},
 };
 
 static struct zk_client *client;
@@ -372,8 +379,10 @@ static int still_held(void *ctx, struct deduct_res *res)
             ZK_CONNECTED)
             break;
     }
-    if (rc == ZOK && took * 1000.0 < (double)session / ZK_CONFIRM_FRACTION)
+    if (rc == ZOK && took * 1000.0 < (double)session / ZK_CONFIRM_FRACTION) {
+        fault_point_pause(conf.fault_pause_ms);   /* test only: the window after the check */
         return 1;
+    }
     atomic_fetch_add(&n_lost, 1);
     res->outcome = DEDUCT_LEASE_EXPIRED;
     if (rc == ZOK)

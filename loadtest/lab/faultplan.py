@@ -1,7 +1,8 @@
 """The fault choreographies' plans (buyers, duration, rate) and the verdict
 each cell is expected to reach, with why. Pure data: no stack, no I/O."""
 
-FAULTS = ("pause", "crash", "failover", "restart", "reseed", "sigterm")
+FAULTS = ("pause", "crash", "failover", "restart", "reseed", "sigterm", "stall", "skew", "starve",
+          "netdelay")
 
 # Guards that take a lease (accept lock_ttl_ms); the others get a 400 for it.
 LEASE_GUARDS = ("redis-lock", "segmented", "redlock", "lock-table", "etcd")
@@ -39,11 +40,56 @@ PLAN = {
     # `stack stop inventory-1` (SIGTERM, graceful drain) at 1.5, started
     # again at 4.5.
     "sigterm": {"duration": 8, "rate": 20, "buyers": [1, 2], "stock": 100000},
+    # stall: inventory-1 restarted with its guard's fault point armed; holder
+    # in at 1.0 (hold 200 ms), the process stops itself right after the
+    # lease check for STALL_PAUSE_MS[guard]; buyers on inventory-2.
+    "stall": {"duration": 12, "rate": 10, "buyers": [2], "stock": 100000},
+    # skew: inventory-1 restarted under libfaketime, its clocks (wall and
+    # monotonic, its sleeps and timed waits) running at SKEW_RATE; holder in
+    # at 1.0 (hold_ms SKEW_HOLD_MS of its own time); buyers on inventory-2.
+    "skew": {"duration": 10, "rate": 10, "buyers": [2], "stock": 100000},
+    # starve: holder in at 1.0 (hold 2500 ms), inventory-1's CPU quota cut to
+    # 1 ms per second (a cgroup) from 1.5 to 5.5; buyers on inventory-2.
+    "starve": {"duration": 9, "rate": 10, "buyers": [2], "stock": 100000},
+    # netdelay: holder in at 1.0 (hold 2500 ms), what inventory-1 sends to
+    # MySQL (to Redis for redis-lock) held NETDELAY_S from 1.5 to 4.5.
+    "netdelay": {"duration": 10, "rate": 10, "buyers": [2], "stock": 100000},
 }
+
+# stall: how long the process stops after the check, per guard: past the
+# lease (redlock's lock_ttl_ms 1000, etcd's 2000 plus its 0.5 s expiry
+# tick, ZooKeeper's 4 s session plus its 0.5 s tick) by about 1.5 s, so a
+# buyer has taken the lock and read the stock by then and its write still
+# waits on the holder's row lock (buyers' lock_wait_ms 3000: a 3 s row-lock
+# wait) when the holder wakes.
+STALL_PAUSE_MS = {"redlock": 2500, "etcd": 4000, "zookeeper": 6500}
+# The option (its environment twin) that arms each guard's fault point.
+STALL_ENV = {"redlock": "LAB_FAULT_REDLOCK_PAUSE_AFTER_CHECK_MS",
+             "etcd": "LAB_FAULT_ETCD_PAUSE_AFTER_CHECK_MS",
+             "zookeeper": "LAB_FAULT_ZK_PAUSE_AFTER_CHECK_MS"}
+# skew: the holder's clocks run at a quarter of real time: its hold_ms of
+# 1000 takes 4 s, its lease renewals (every ttl/3 of its time) come 4/3 of
+# a lease apart, and the validity it computes counts a quarter of the time
+# that passed.
+SKEW_RATE = 0.25
+SKEW_HOLD_MS = 1000
+# netdelay: one-way delay on inventory-1's link, longer than a lock_ttl_ms of
+# 1000 and than what is left of lock-table's 3000 after the hold.
+NETDELAY_S = 1.5
+
+
+def netdelay_link(guard):
+    """The link a netdelay cell slows: where the guard's lock lives
+    (redis-lock: Redis; lock-table: MySQL) or, for the guards whose lock
+    lives elsewhere, MySQL (their writes)."""
+    return "redis" if guard == "redis-lock" else "mysql"
+
 
 
 def expect(fault, guard, fields):
     """(expected 'held'|'broke', why) for one cell."""
+    if fault in ("stall", "skew", "starve", "netdelay"):
+        return expect_more(fault, guard, fields)
     fencing = fields.get("fencing") is True
     if guard in NO_GUARD and fault == "reseed":
         return "held", ("buyers and holder on inventory-1 only (mutex serializes them; none's buyers "
@@ -200,3 +246,98 @@ def expect(fault, guard, fields):
     return "held", ""
 
 
+
+
+def expect_more(fault, guard, fields):
+    """The verdicts of the faults that decide between the lease guards."""
+    fencing = fields.get("fencing") is True
+    watchdog = fields.get("watchdog") is not False
+    if fault == "stall":
+        if fencing:
+            return "held", ("the buyer's fencing token claims the row before its read; the claim "
+                            "waits behind the stopped holder's uncommitted write, so the buyer reads "
+                            "after the holder's COMMIT (or, once the holder moved the row's version, "
+                            "its write is refused: 409 fenced); both sales counted, exact")
+        why = ("the holder passed its lease check, then its whole process stopped (the fault point, "
+               "{p} ms) with its write not committed: {what} ran out, a buyer on inventory-2 took "
+               "the lock and read the stock without the holder's write, and its own write waited on "
+               "the row lock; the holder woke and committed without another look, then the buyer "
+               "wrote the stock it had read: a lost update. No check closes this window")
+        what = {"redlock": "its 1 s lease on the masters", "etcd": "its 2 s etcd lease",
+                "zookeeper": "its ZooKeeper session (4 s)"}.get(guard, "its lease")
+        why = why.format(p=STALL_PAUSE_MS.get(guard, 0), what=what)
+        if guard == "redlock":
+            return "broke", why + "; Redlock cannot fence (its masters share no counter)"
+        return "broke", why + "; fencing=true closes it"
+    if fault == "skew":
+        if guard == "zookeeper":
+            return "held", ("the holder's clock runs at 1/4 (its hold takes 4 s, its client pings "
+                            "every 4/3 of a 4 s session): the session may or may not lapse before "
+                            "its check (measured: the holder sold and buyers waited, a close call), "
+                            "but that check asks the server, not the holder's clock: a lapsed "
+                            "session answers 503 lease_expired, a live one is still the only "
+                            "holder")
+        if watchdog:
+            return "held", ("the holder's clock runs at 1/4, so its watchdog renews every 4/3 of a "
+                            "lease: the lease runs out on the server and a buyer takes the lock, "
+                            "but the next renewal finds the lease gone and marks it lost; the "
+                            "holder, done with its hold 4 s later, is refused by its own check "
+                            "(503 lease_expired), nothing written")
+        if fencing:
+            return "held", ("no watchdog and a clock at 1/4: the holder believes its lease has "
+                            "3/4 of its time left when a buyer already took the lock; its write "
+                            "carries the older token: 409 fenced, nothing written")
+        return "broke", ("no watchdog and a clock at 1/4: the validity the holder computes counts "
+                         "a quarter of the time that passed, so it writes 4 s after taking a 2 s "
+                         "lease that a buyer took over at 2 s: a lost update. A lease on the "
+                         "holder's clock assumes bounded drift; the watchdog, a server-side "
+                         "check (zookeeper) or fencing holds")
+    if fault == "netdelay":
+        return expect_netdelay(guard, fencing)
+    # starve
+    if guard in ("redlock", "etcd"):
+        return "held", ("starved (1 ms of CPU per second), the holder's renewals come late or "
+                        "not at all; if the lease runs out a buyer sells, but the holder's own "
+                        "check before the write sees it (the monotonic clock ran on): 503 "
+                        "lease_expired, nothing written")
+    if guard == "zookeeper":
+        return "held", ("starved, the ZooKeeper client still pings within the 4 s session (a "
+                        "ping needs microseconds, the quota gives 1 ms a second), so the holder "
+                        "keeps its lock and the buyers wait (503 lock_timeout); its confirmation "
+                        "before the COMMIT counts only if it came back within a third of the "
+                        "session (measured both ways: the holder sold, or a 1.4 s confirmation "
+                        "answered 503 lease_expired and nothing was written)")
+    if guard != "redis-lock":
+        return "held", (f"not a cell: {guard} has no lease watchdog to starve (a starved holder "
+                        "is a slow one: see pause)")
+    if fencing:
+        return "held", ("the starved watchdog cannot renew the 300 ms lease: a buyer takes the "
+                        "lock with a newer token, and the holder's late write is refused (409 "
+                        "fenced), nothing written")
+    return "broke", ("the starved watchdog cannot renew the 300 ms lease in time (1 ms of CPU "
+                     "per second): a buyer takes the lock and sells, and the holder, with no "
+                     "check before its write, writes the stock it read: a lost update. fencing "
+                     "holds")
+
+
+def expect_netdelay(guard, fencing):
+    """A slow link from the holder: it breaks a lock that lives at the far
+    end of that link, not one kept alive over another."""
+    if guard in ("redlock", "etcd", "zookeeper"):
+        return "held", ("only inventory-1's MySQL link is slow (1.5 s): its lease (session) is "
+                        "kept alive over its own link by the watchdog (the client's pings), so "
+                        "nobody else takes the lock; the holder's writes land late but alone, "
+                        "and its check before the COMMIT passes rightly; buyers wait (503 "
+                        "lock_timeout)")
+    where = {"redis-lock": ("Redis", "its watchdog's renewals reach Redis 1.5 s late, after "
+                                     "the 1 s lease ran out"),
+             "lock-table": ("MySQL", "its lock row (lock_ttl_ms 3000, no renewal) expires "
+                                     "while its delayed writes are on their way")}.get(guard)
+    if where is None:
+        return "held", f"not a cell: {guard} takes no lease on a link that can be slowed"
+    if fencing:
+        return "held", (f"{where[1]}; a buyer takes the lock with a newer token, and the holder's "
+                        "late write is refused (409 fenced), nothing written")
+    return "broke", (f"the holder's link to {where[0]} is slow: {where[1]}; a buyer takes the "
+                     "lock and sells, and the holder, with no check before its write, writes "
+                     "the stock it read: a lost update. fencing=true holds")

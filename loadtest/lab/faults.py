@@ -1,5 +1,6 @@
 """Fault cells (see loadtest/README.md, "Fault scenarios"): pause, crash,
-failover, restart. Each cell runs open-loop buyers (loadgen -R,
+failover, restart, reseed, sigterm (and, in lab.faults_more, stall, skew,
+starve). Each cell runs open-loop buyers (loadgen -R,
 per-second timeline) while a holder request and the driver's fault verbs
 (pause|resume|kill|stop|start) are driven at known moments; then the
 audit, the ledger's sale times (for the time to recover) and the expected
@@ -12,6 +13,7 @@ import threading
 import time
 
 from .drivers import CellSkip
+from .faults_more import MoreFaults
 from .faultplan import LEASE_GUARDS, OPTION_PROBES, PLAN, REDIS_STOCK_GUARDS, expect
 from .cell import run_prefix, shquote
 from .checker import MAX_IDS, invariant_block, outcomes
@@ -20,7 +22,7 @@ from .history import runner_op, seed_op
 from .net import http_json
 
 
-class FaultRunner:
+class FaultRunner(MoreFaults):
     """Runs fault cells through a stack driver (lab.drivers) that has fault verbs."""
 
     def __init__(self, stack, loadgen, work, log, run_id, sku_prefix):
@@ -176,10 +178,10 @@ class FaultRunner:
             # between SETNX and PEXPIRE, so the kill lands between them
             self.stack.stop("inventory-1")
             self.stack.start("inventory-1", env={"LAB_TEST_SETNX_PAUSE_MS": "3000"})
+        after_cell = self.prepare(c)   # lab.faults_more: the cells that arm inventory-1
         t0 = time.time()
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         th = None
-        after_cell = []
         try:
             th = getattr(self, "_" + c["fault"])(c, at, ev, hold, prefix, after_cell)
         finally:
