@@ -1,4 +1,4 @@
--- Reseeds counted per SKU (issue 18): inventory.seeds goes up by one on
+-- Reseeds counted per SKU: inventory.seeds goes up by one on
 -- every reseed. A lock guard's read-modify-write writes only while the row
 -- still has the `seeds` it read, so a sale that read the stock before a
 -- reseed (made on any instance) cannot write a value computed from the old

@@ -66,7 +66,7 @@ GUIDES = {
         "statements": "BEGIN; SELECT stock ... FOR UPDATE;\n"
                       "UPDATE inventory SET stock=stock-SUM WHERE sku=? AND stock>=SUM;\n"
                       "INSERT INTO ledger SELECT ... FROM JSON_TABLE(?); COMMIT",
-        "seed": "AliSQL's inventory hint (seed material in issue 11)",
+        "seed": "AliSQL's inventory hint",
         "breaks": "nothing in correctness; a failed batch fails all its members (503, nothing written)",
         "code": "lib/guards/guard_batched_update.c",
     },

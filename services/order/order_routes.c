@@ -18,7 +18,7 @@
 
 /* A generated id: "o-<instance>-<hex ms>-<n>-<4 hex>". util_make_id keeps
  * the unique tail whole and shortens a long instance name with a hash of
- * all of it, so two instances never share a prefix (issue 9). */
+ * all of it, so two instances never share a prefix. */
 static void make_order_id(const struct order_conf *c, char *out, size_t outlen)
 {
     char prefix[sizeof(c->instance) + 2];

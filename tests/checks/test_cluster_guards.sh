@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Guards on a three-node MariaDB Galera cluster (issue 22): a private stack
+# Guards on a three-node MariaDB Galera cluster: a private stack
 # (deploy/local/stack up --mysql galera3, inventory-i on galera-i) on a free
 # port base in 26000-31900, always torn down. Three inventories on three
 # nodes, 12 connections, 600 deductions of a stock of 200:

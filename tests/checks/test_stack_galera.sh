@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# deploy/local/stack up --mysql galera3 (issue 22, item 1) on a private stack
+# deploy/local/stack up --mysql galera3 on a private stack
 # (3 inventory instances, no order, no redlock masters) on a free port base
 # in 26000-31900, always torn down:
 #   - three MariaDB Galera nodes, each Synced in a cluster of size 3, each

@@ -1,6 +1,5 @@
 #!/usr/bin/env bash
-# The stack's Redis pair after a Sentinel failover (issue 18, items 11 and
-# 14), on a private stack (1 inventory, no order, no redlock masters,
+# The stack's Redis pair after a Sentinel failover, on a private stack (1 inventory, no order, no redlock masters,
 # --redis-replica) on a free port base in 26000-31900, always torn down:
 #   - both Redis data nodes run with the same append-only durability
 #     (LAB_REDIS_FSYNC), so a promoted replica keeps an answered write

@@ -256,7 +256,7 @@ static void test_duplicate_order_id_in_one_batch(void **state)
     assert_string_equal(other.error, "order_id_conflict");
 }
 
-/* Issue 18 item 7. Stock 3, order b-rep-1 sold (stock 2); behind a holder
+/* Stock 3, order b-rep-1 sold (stock 2); behind a holder
  * (stock 1 after it), a repeat of b-rep-1 and a new order queue into one
  * batch, the repeat first. The repeat is the first sale's echo and takes
  * nothing; the new order must get the unit that remains, never

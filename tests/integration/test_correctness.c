@@ -1,4 +1,4 @@
-/* Correct at the edges (issue 9, inventory side): one SKU identity, the
+/* Correct at the edges (inventory side): one SKU identity, the
  * floor under a Redis decision, a COMMIT whose reply is lost, an order id
  * reused for another sale, one deadline per request, and a reseed that
  * touches only its own SKU and never races a sale. Every test ends on an
@@ -333,7 +333,7 @@ static void test_optimistic_retries_stop_at_the_deadline(void **state)
 }
 
 /* 9. The reseed's lock-row clean-up was a LIKE prefix: reseeding "P"
- * deleted the held lock row of "P2". Since issue 18 a reseed deletes no
+ * deleted the held lock row of "P2". Since reseeds became counted, a reseed deletes no
  * lock row at all (a holder elsewhere keeps its lock; its write is refused
  * by the row's reseed count instead): both rows stay. */
 static void test_reseed_touches_only_its_sku(void **state)

@@ -1,4 +1,4 @@
-/* Issue 18, redis-decr: Redis and MySQL never apart once things settle.
+/* redis-decr: Redis and MySQL never apart once things settle.
  *   - an instance killed (-9) between the Redis decision and the MySQL
  *     write leaves an intent behind; the audit of the SKU, with no sale
  *     after, settles it (Redis = MySQL, drift 0), not only the next sale;

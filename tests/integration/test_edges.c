@@ -1,4 +1,4 @@
-/* Issue 9, the HTTP edge and access: non-UTF-8 input is a 400 (never a
+/* The HTTP edge and access: non-UTF-8 input is a 400 (never a
  * 500), POST/PUT need application/json (415), every error we can answer is
  * the JSON body, reseed/release need the admin token when one is set,
  * /healthz answers while every worker holds a sale, and the services log in

@@ -1,4 +1,4 @@
-/* The fair Redis lock (issue 11, Redisson's RedissonFairLock), against the
+/* The fair Redis lock (Redisson's RedissonFairLock), against the
  * stack's Redis and its two inventory instances:
  *   - waiters queued in a known order get the lock in that order, and a
  *     release wakes only the next one (notifications = waiters);

@@ -1,4 +1,4 @@
-/* Fencing tokens (issue 10), on the stack's two instances:
+/* Fencing tokens, on the stack's two instances:
  *   - a stale holder, made deterministic: a short lease and no watchdog on
  *     instance 0 while it sits in hold_ms, a buyer on instance 1 takes the
  *     lock over and sells, then the first writes. Unfenced, the audit

@@ -1,4 +1,4 @@
-/* The default Redis lock hands over inside a process (issue 19): a holder
+/* The default Redis lock hands over inside a process: a holder
  * whose process has a waiter blocked on the same lock gives it the lock
  * directly, with no release script, message or retry. Against the stack's
  * Redis, two rlock clients standing for two processes:

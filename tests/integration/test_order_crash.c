@@ -1,5 +1,4 @@
-/* The order service under crashes, timeouts and hostile input (issue 9,
- * cases 3-4 and the order items of 10). Each test ends with the exact audit
+/* The order service under crashes, timeouts and hostile input. Each test ends with the exact audit
  * of the lab: units sold in the inventory ledger == units of placed orders
  * == stock taken, on 2 inventory instances. Tests that need other options
  * start their own order instance on a free port of the stack's range and
@@ -260,7 +259,7 @@ static int stop_all(void **state)
  * own requires token T; an order instance holding T gives the stock back
  * at once after a failed finalisation, one holding another token cannot
  * (the row waits for the reconciler). Needs the inventory's --admin-token
- * (issue 9, the edge part): skipped on a build without it. */
+ * (the edge part): skipped on a build without it. */
 static void test_release_sends_admin_token(void **state)
 {
     int has = it_bin_has_option("inventory", "admin-token");

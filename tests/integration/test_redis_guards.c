@@ -105,8 +105,8 @@ static void test_token_release_still_oversells_when_lease_expires(void **state)
 }
 
 /* The watchdog keeps a lease alive through a hold three times its length.
- * The lease is 300 ms, not the 40 ms the expiry tests use (issue 18 item
- * 15): a watchdog renews every ttl/3 and promises nothing once a renewal
+ * The lease is 300 ms, not the 40 ms the expiry tests use: a watchdog
+ * renews every ttl/3 and promises nothing once a renewal
  * lands later than ttl - ttl/3 after the previous one. With 40 ms that is
  * 27 ms for the renewal thread's wake-up plus one Redis round trip, and a
  * loaded 2-core machine took that away (wake-ups 25 ms late were measured

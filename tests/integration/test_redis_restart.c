@@ -1,4 +1,4 @@
-/* Issue 9, case 2: Redis restarted with sales in flight. The stack's Redis
+/* Case: Redis restarted with sales in flight. The stack's Redis
  * keeps an append-only file (redis-stream needs it); deleting it between
  * stop and start is exactly "Redis lost its data". The Redis-stock guards
  * (redis-decr, segmented) must refuse to sell until a reconciliation that

@@ -1,4 +1,4 @@
-/* Issue 11: the redis-stream write-behind guard. A sale is answered once
+/* The redis-stream write-behind guard. A sale is answered once
  * Redis has it (stock decremented and the sale appended to a stream, in one
  * script); flushers in the inventory instances move the stream into MySQL.
  * Every answered sale must reach the ledger exactly once: across two

@@ -1,4 +1,4 @@
-/* redlock: one contender per process (issue 19). Redlock has no queue: a
+/* redlock: one contender per process. Redlock has no queue: a
  * loser sleeps and retries, so with every worker of a process polling the
  * masters, rounds were lost over and over (saturation p99/p50 ~550). The
  * guard now queues a process's threads on a local gate and passes a held

@@ -1,4 +1,4 @@
-/* redis-lock's `replicas_ack` (issue 10): the lock must reach N replicas
+/* redis-lock's `replicas_ack`: the lock must reach N replicas
  * (WAIT) before the holder writes. The test starts its own replica of the
  * stack's Redis (`redis-server --replicaof`, on a free port of the stack's
  * range) and stops it again, whatever happens:
@@ -213,7 +213,7 @@ static void test_live_replica_sells_stalled_refuses(void **state)
     stop_replica();
 }
 
-/* ---- the Redis-stock guards (issue 18 item 1) ------------------------- */
+/* ---- the Redis-stock guards ------------------------- */
 
 /* One Redis command on 127.0.0.1:port as a number (string or integer
  * reply), -1 nil, -2 unreachable. */
@@ -332,7 +332,7 @@ static void test_redis_decr_replicas_ack(void **state)
     stock_guards_ack("redis-decr", "RA-decr");
 }
 
-/* segmented (issue 18 item 1): a value out of range or of the wrong type
+/* segmented: a value out of range or of the wrong type
  * is a 400 with nothing sold; then the same checks as the guards above: no
  * replica 503, a live one sells (and has the segment write when the answer
  * comes), a stalled one 503 with the segment given back. */

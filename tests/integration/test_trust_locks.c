@@ -1,4 +1,4 @@
-/* Lock guards meeting reseeds, stalls and odd SKUs (issue 18), on the
+/* Lock guards meeting reseeds, stalls and odd SKUs, on the
  * stack's two instances:
  *   - a reseed on instance 0 while a lock-guard sale holds its lock on
  *     instance 1 (redis-lock, lock-table, zookeeper): the reseed does not

@@ -1,4 +1,4 @@
-/* Issue 18: Redis and MySQL never apart for long. Each test reproduces one
+/* Redis and MySQL never apart for long. Each test reproduces one
  * way the Redis-backed guards drifted from MySQL and checks the audit sees
  * (drift) or prevents it:
  *   - the audit's `drift` (Redis stock - (MySQL stock - pending units)) for
