@@ -192,12 +192,16 @@ static void rmw_refused(const char *guard_name, const struct deduct_env *env,
         rmw_reseeded(req, res);
 }
 
-int stock_rmw_checked(const char *guard_name, const struct deduct_env *env,
-                      const struct deduct_req *req,
-                      int (*may_write)(void *ctx, struct deduct_res *res), void *ctx,
-                      struct deduct_res *res)
+/* The read half of a checked read-modify-write: refuse a lock guard's
+ * fencing without a token, claim the row for a fenced write BEFORE reading
+ * it, read stock, version and reseed counter, and refuse what cannot sell.
+ * Returns 1 when the write may follow (res untouched), 0 when res holds the
+ * answer. */
+static int rmw_read(const char *guard_name, const struct deduct_env *env,
+                    const struct deduct_req *req, long long *stock, long long *version,
+                    long long *seeds, struct deduct_res *res)
 {
-    long long stock, version, seeds, claimed = 1;
+    long long claimed = 1;
     if (req->fencing && req->fence == 0) {
         /* A lock guard that accepted fencing but issued no token: refuse
          * rather than write unfenced behind the caller's back. */
@@ -217,7 +221,7 @@ int stock_rmw_checked(const char *guard_name, const struct deduct_env *env,
         stock_db_failure(env->db, (int)claimed, res);
         return 0;
     }
-    int rc = store_read_seeded(env->db, req->sku, &stock, &version, &seeds);
+    int rc = store_read_seeded(env->db, req->sku, stock, version, seeds);
     if (rc < 0) {
         stock_db_failure(env->db, rc, res);
         return 0;
@@ -230,12 +234,23 @@ int stock_rmw_checked(const char *guard_name, const struct deduct_env *env,
         rmw_fenced(guard_name, req, res);
         return 0;
     }
-    if (stock < req->qty) {
+    if (*stock < req->qty) {
         res->outcome = DEDUCT_OUT_OF_STOCK;
-        res->remaining = stock;
+        res->remaining = *stock;
         return 0;
     }
-    util_sleep_ms(req->hold_ms);   /* the seeds' slow business call */
+    return 1;
+}
+
+int stock_rmw_checked(const char *guard_name, const struct deduct_env *env,
+                      const struct deduct_req *req,
+                      int (*may_write)(void *ctx, struct deduct_res *res), void *ctx,
+                      struct deduct_res *res)
+{
+    long long stock, version, seeds;
+    if (!rmw_read(guard_name, env, req, &stock, &version, &seeds, res))
+        return 0;
+    util_sleep_ms(req->hold_ms);   /* the source articles' slow business call */
     if (stock_past_deadline(req, res))
         return 0;
     long long remaining = stock - req->qty;
