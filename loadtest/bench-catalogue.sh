@@ -5,8 +5,9 @@
 if section_on 8 catalogue; then
 read -r -a CAT_SIZES <<< "${BENCH_CATALOGUE:-1 1000 100000}"
 for n in "${CAT_SIZES[@]}"; do
-    [[ "$n" =~ ^[1-9][0-9]*$ ]] && [ "$n" -le 1000000 ] ||
-        { echo "bench: BENCH_CATALOGUE: sizes 1..1000000, got '$n'" >&2; exit 2; }
+    if ! [[ "$n" =~ ^[1-9][0-9]{0,6}$ ]] || [ "$n" -gt 1000000 ]; then
+        echo "bench: BENCH_CATALOGUE: sizes 1..1000000, got '$n'" >&2; exit 2
+    fi
 done
 CAT_STOCK=1000000000
 say ""

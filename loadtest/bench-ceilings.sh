@@ -38,8 +38,10 @@ ceil_sysbench() { # -> updates/s of the single-row flash-sale update, or a reaso
               --mysql-port="$MYSQL_PORT" --mysql-user=root --mysql-db=bench_ceiling --threads="$SVC_THREADS"
               --time="$SECS")
     show "${sb[@]}" run
-    "${sb[@]}" prepare > "$TMP/sb.out" 2>&1 && "${sb[@]}" run >> "$TMP/sb.out" 2>&1 ||
-        { echo "n/a (sysbench failed: $(tail -n 1 "$TMP/sb.out"))"; return; }
+    if ! "${sb[@]}" prepare > "$TMP/sb.out" 2>&1 || ! "${sb[@]}" run >> "$TMP/sb.out" 2>&1; then
+        echo "n/a (sysbench failed: $(tail -n 1 "$TMP/sb.out"))"
+        return
+    fi
     "${sb[@]}" cleanup >/dev/null 2>&1 || true
     sed -n 's/^ *transactions: *[0-9]* *(\([0-9.]*\) per sec.*/\1/p' "$TMP/sb.out" | awk '{printf "%.0f\n", $1}'
 }
@@ -80,10 +82,10 @@ ceil_script_rate() { # port sha -> EVALSHA calls/s (redis-benchmark), its argume
 }
 ceil_redis() { # guard -> tsv: the scripts' ceiling in sales/s, and "sha8 calls/sale @ rate/s ..."
     local g=$1 p calls sha rate sales detail="" inv=0 first=1
-    command -v redis-benchmark >/dev/null && command -v python3 >/dev/null || { printf 'n/a\t-\n'; return; }
+    if ! command -v redis-benchmark >/dev/null || ! command -v python3 >/dev/null; then printf 'n/a\t-\n'; return; fi
     ceil_capture "$g" > "$TMP/ceil.calls" || { printf 'n/a\tno capture\n'; return; }
     sales=$(jq '.by_status["200"] // 0' "$TMP/ceil.json" 2>/dev/null || echo 0)
-    [ -s "$TMP/ceil.calls" ] && [ "$sales" -gt 0 ] || { printf -- '-\t-\n'; return; }
+    if [ ! -s "$TMP/ceil.calls" ] || [ "$sales" -le 0 ]; then printf -- '-\t-\n'; return; fi
     while read -r p calls sha; do
         rate=$(SHOW_CMD=$first ceil_script_rate "$p" "$sha")
         first=0
@@ -96,6 +98,7 @@ ceil_redis() { # guard -> tsv: the scripts' ceiling in sales/s, and "sha8 calls/
     printf '%s\t%s\n' "$(awk -v i="$inv" 'BEGIN {if (i > 0) printf "%.0f", 1 / i; else print "n/a"}')" "${detail%; }"
 }
 
+declare -p RAW_MED >/dev/null 2>&1 || declare -A RAW_MED=()   # section 2's, when it ran
 FLOOR9=$(ceil_floor)
 SB9=$(ceil_sysbench)
 say "   HTTP floor: ${FLOOR9:-n/a} req/s; sysbench single-row update: $SB9 updates/s"
@@ -109,12 +112,12 @@ for g in "${GUARDS[@]}"; do
         first_raw=0
     done
     IFS=$'\t' read -r rd det < <(ceil_redis "$g") || true
-    sb=$SB9
-    [[ "$sb" =~ ^[0-9]+$ ]] || sb="-"
+    sbr=$SB9
+    [[ "$sbr" =~ ^[0-9]+$ ]] || sbr="-"
     xr=- xs=- xd=-
-    if [ -n "$sat" ]; then xr=$(ratio "$sat" "${raw:-0}") xs=$(ratio "$sat" "$sb") xd=$(ratio "$sat" "${rd:-0}"); fi
+    if [ -n "$sat" ]; then xr=$(ratio "$sat" "${raw:-0}") xs=$(ratio "$sat" "$sbr") xd=$(ratio "$sat" "${rd:-0}"); fi
     say "$(printf '   %-20s %9s %9s %7s %9s %7s %9s %7s   %s' "$g" "${sat:--}" "${raw:--}" "$xr" \
-        "$sb" "$xs" "${rd:--}" "$xd" "${det:--}")"
+        "$sbr" "$xs" "${rd:--}" "$xd" "${det:--}")"
 done
 say "   (x = sales/s over that ceiling; sysbench's row has no ledger and one statement per sale, so it"
 say "    bounds every guard that writes MySQL per sale; a replayed lock script meets a held lock, so a"
