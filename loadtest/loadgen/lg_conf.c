@@ -20,7 +20,7 @@ static const char summary[] =
     "  spread round-robin over the connections)\n"
     "Short flags: -t threads -c connections -n requests -d duration -R rate -m method\n"
     "  -H header -b body -u url -h help. Placeholders in the path, headers and body:\n"
-    "  {seq} (one unique number per request) {uuid} {rand:A..B} {thread}; \\{ is a literal brace.";
+    "  {seq} (one unique number per request) {uuid} {rand:A..B} {zipf:N:S} {thread}; \\{ is a literal brace.";
 
 /* The last two rows are repeatable and handled before cfg_parse; they are in
  * the table so that --help shows them. */
@@ -49,7 +49,7 @@ static const struct cfg_opt lg_opts[] = {
      "write every request as one JSON line to this file (process, invoke_ns, complete_ns, "
      "sku, qty, order_id, outcome ok|refused|indeterminate, status, remaining, error)"},
     {"seed", "LG_SEED", CFG_INT, "0", 0, 4000000000000000000L, OFF(seed), 0,
-     "random seed of {rand} and {uuid} (0: from the clock); the same seed, the same values"},
+     "random seed of {rand}, {zipf} and {uuid} (0: from the clock); the same seed, the same values"},
     {"latency-dist", NULL, CFG_BOOL, "false", 0, 0, OFF(latency_dist), 0,
      "print (and put in --json) the full latency distribution"},
     {"progress", "LG_PROGRESS", CFG_STR, "auto", 0, 0, OFF(progress), SZ(progress),

@@ -46,7 +46,7 @@ struct lg_plan {
     size_t req_max;        /* bound of one expanded request */
     struct lg_timeline *timeline;  /* NULL, or filled by lg_run (caller frees with lg_tl_free) */
     const char *history;   /* NULL, or --history FILE: every operation, written after join */
-    uint64_t seed;         /* random state of {rand}/{uuid}; 0: from the clock */
+    uint64_t seed;         /* random state of {rand}/{zipf}/{uuid}; 0: from the clock */
 };
 
 /* Run the plan to completion (count, duration, every connection given up,

@@ -2,6 +2,7 @@
 #include "lg_tmpl.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,6 +92,104 @@ static int parse_i64(const char *s, const char *end, int64_t *out, const char **
     return 0;
 }
 
+__attribute__((format(printf, 2, 3)))
+static int tmpl_fail(struct lg_tmpl *t, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(t->errstr, sizeof t->errstr, fmt, ap);
+    va_end(ap);
+    t->err = 1;
+    return -1;
+}
+
+/* A plain decimal exponent such as 1, 1.0 or 0.85 (no sign, no e-notation:
+ * the placeholder's text should read like the law it asks for). */
+static int parse_exponent(const char *s, const char *end, double *out, const char **next)
+{
+    char buf[32];
+    size_t n = 0;
+    int dots = 0;
+    const char *p = s;
+    while (p < end && ((*p >= '0' && *p <= '9') || *p == '.') && n < sizeof buf - 1) {
+        dots += *p == '.';
+        buf[n++] = *p++;
+    }
+    buf[n] = '\0';
+    if (n == 0 || dots > 1 || buf[0] == '.' || buf[n - 1] == '.')
+        return -1;
+    *out = strtod(buf, NULL);
+    *next = p;
+    return 0;
+}
+
+/* {rand:A..B}: p points at the ':' after the name */
+static int parse_rand(struct lg_tmpl *t, const char *p, const char *end, size_t at,
+                      struct lg_seg *s, const char **close)
+{
+    int64_t lo, hi;
+    if (p >= end || *p != ':' || parse_i64(p + 1, end, &lo, &p) ||
+        end - p < 2 || p[0] != '.' || p[1] != '.' ||
+        parse_i64(p + 2, end, &hi, &p) || p >= end || *p != '}')
+        return tmpl_fail(t, "malformed placeholder at byte %zu: use {rand:A..B} with integers A <= B", at);
+    if (lo > hi)
+        return tmpl_fail(t, "{rand:%lld..%lld} at byte %zu: lower bound above upper bound",
+                         (long long)lo, (long long)hi, at);
+    *s = (struct lg_seg){LG_SEG_RAND, 0, 0, lo, hi, {0}};
+    t->max_len += DIGITS_I64;
+    *close = p;
+    return 0;
+}
+
+/* {zipf:N:S}: p points at the ':' after the name */
+static int parse_zipf(struct lg_tmpl *t, const char *p, const char *end, size_t at,
+                      struct lg_seg *s, const char **close)
+{
+    int64_t n;
+    double e;
+    if (p >= end || *p != ':' || parse_i64(p + 1, end, &n, &p) ||
+        p >= end || *p != ':' || parse_exponent(p + 1, end, &e, &p) ||
+        p >= end || *p != '}')
+        return tmpl_fail(t, "malformed placeholder at byte %zu: use {zipf:N:S}, N ranks and "
+                            "a decimal exponent S, e.g. {zipf:100000:1.0}", at);
+    *s = (struct lg_seg){LG_SEG_ZIPF, 0, 0, 0, 0, {0}};
+    if (n < 1 || lg_zipf_init(&s->zipf, (uint64_t)n, e))
+        return tmpl_fail(t, "{zipf:%lld:%g} at byte %zu: N must be 1..%llu and S in (0, %g]",
+                         (long long)n, e, at, (unsigned long long)LG_ZIPF_MAX_N, LG_ZIPF_MAX_S);
+    t->max_len += DIGITS_U64;
+    *close = p;
+    return 0;
+}
+
+/* The placeholder whose name is src[i+1..*j) (known, followed by '}' or
+ * ':'): fill *s and move *j to its closing '}'. Returns -1 with t->err set. */
+static int parse_placeholder(struct lg_tmpl *t, const char *src, size_t len, size_t i,
+                             size_t *j, struct lg_seg *s)
+{
+    const char *name = src + i + 1, *end = src + len, *close = src + *j;
+    size_t nlen = *j - (i + 1);
+    int rc = 0;
+    if (nlen == 4 && !memcmp(name, "rand", 4)) {
+        rc = parse_rand(t, src + *j, end, i, s, &close);
+    } else if (nlen == 4 && !memcmp(name, "zipf", 4)) {
+        rc = parse_zipf(t, src + *j, end, i, s, &close);
+    } else if (src[*j] != '}') {
+        return tmpl_fail(t, "placeholder '{%.*s}' at byte %zu takes no argument", (int)nlen, name, i);
+    } else if (nlen == 3) {
+        s->kind = LG_SEG_SEQ;
+        t->max_len += DIGITS_U64;
+        t->uses_seq = 1;
+    } else if (nlen == 4) {
+        s->kind = LG_SEG_UUID;
+        t->max_len += 36;
+    } else {
+        s->kind = LG_SEG_THREAD;
+        t->max_len += 10;
+    }
+    *j = (size_t)(close - src);
+    return rc;
+}
+
 struct lg_tmpl *lg_tmpl_compile(const char *src, size_t len)
 {
     struct lg_tmpl *t = calloc(1, sizeof *t);
@@ -100,12 +199,11 @@ struct lg_tmpl *lg_tmpl_compile(const char *src, size_t len)
     if (!t->text)
         goto oom;
     size_t segcap = 0, tl = 0, i = 0;
-    const char *end = src + len;
     while (i < len) {
         char ch = src[i];
         if (ch == '\\' && i + 1 < len && (src[i + 1] == '{' || src[i + 1] == '}')) {
             t->text[tl] = src[i + 1];
-            if (add_seg(t, &segcap, (struct lg_seg){LG_SEG_LIT, tl, 1, 0, 0}))
+            if (add_seg(t, &segcap, (struct lg_seg){LG_SEG_LIT, tl, 1, 0, 0, {0}}))
                 goto oom;
             tl++;
             i += 2;
@@ -113,7 +211,7 @@ struct lg_tmpl *lg_tmpl_compile(const char *src, size_t len)
         }
         if (ch != '{') {
             t->text[tl] = ch;
-            if (add_seg(t, &segcap, (struct lg_seg){LG_SEG_LIT, tl, 1, 0, 0}))
+            if (add_seg(t, &segcap, (struct lg_seg){LG_SEG_LIT, tl, 1, 0, 0, {0}}))
                 goto oom;
             tl++;
             i++;
@@ -129,11 +227,12 @@ struct lg_tmpl *lg_tmpl_compile(const char *src, size_t len)
         int known = (nlen == 3 && !memcmp(name, "seq", 3)) ||
                     (nlen == 4 && !memcmp(name, "uuid", 4)) ||
                     (nlen == 4 && !memcmp(name, "rand", 4)) ||
+                    (nlen == 4 && !memcmp(name, "zipf", 4)) ||
                     (nlen == 6 && !memcmp(name, "thread", 6));
         int delim = j < len && (src[j] == '}' || src[j] == ':');
         if (nlen == 0 || (!known && !delim)) {
             t->text[tl] = ch;
-            if (add_seg(t, &segcap, (struct lg_seg){LG_SEG_LIT, tl, 1, 0, 0}))
+            if (add_seg(t, &segcap, (struct lg_seg){LG_SEG_LIT, tl, 1, 0, 0, {0}}))
                 goto oom;
             tl++;
             i++;
@@ -141,7 +240,7 @@ struct lg_tmpl *lg_tmpl_compile(const char *src, size_t len)
         }
         if (!known) {
             snprintf(t->errstr, sizeof t->errstr,
-                     "unknown placeholder '{%.*s' at byte %zu (known: seq uuid rand:A..B thread; \\{ for a literal brace)",
+                     "unknown placeholder '{%.*s' at byte %zu (known: seq uuid rand:A..B zipf:N:S thread; \\{ for a literal brace)",
                      (int)(nlen > 32 ? 32 : nlen), name, i);
             t->err = 1;
             return t;
@@ -152,47 +251,9 @@ struct lg_tmpl *lg_tmpl_compile(const char *src, size_t len)
             t->err = 1;
             return t;
         }
-        struct lg_seg s = {LG_SEG_LIT, 0, 0, 0, 0};
-        if (nlen == 4 && !memcmp(name, "rand", 4)) {
-            const char *p = src + j;
-            int64_t lo, hi;
-            if (*p != ':' || parse_i64(p + 1, end, &lo, &p) ||
-                end - p < 2 || p[0] != '.' || p[1] != '.' ||
-                parse_i64(p + 2, end, &hi, &p) || p >= end || *p != '}') {
-                snprintf(t->errstr, sizeof t->errstr,
-                         "malformed placeholder at byte %zu: use {rand:A..B} with integers A <= B", i);
-                t->err = 1;
-                return t;
-            }
-            if (lo > hi) {
-                snprintf(t->errstr, sizeof t->errstr,
-                         "{rand:%lld..%lld} at byte %zu: lower bound above upper bound",
-                         (long long)lo, (long long)hi, i);
-                t->err = 1;
-                return t;
-            }
-            s = (struct lg_seg){LG_SEG_RAND, 0, 0, lo, hi};
-            t->max_len += DIGITS_I64;
-            j = (size_t)(p - src);
-        } else {
-            if (src[j] != '}') {
-                snprintf(t->errstr, sizeof t->errstr,
-                         "placeholder '{%.*s}' at byte %zu takes no argument", (int)nlen, name, i);
-                t->err = 1;
-                return t;
-            }
-            if (nlen == 3) {
-                s.kind = LG_SEG_SEQ;
-                t->max_len += DIGITS_U64;
-                t->uses_seq = 1;
-            } else if (nlen == 4) {
-                s.kind = LG_SEG_UUID;
-                t->max_len += 36;
-            } else {
-                s.kind = LG_SEG_THREAD;
-                t->max_len += 10;
-            }
-        }
+        struct lg_seg s = {LG_SEG_LIT, 0, 0, 0, 0, {0}};
+        if (parse_placeholder(t, src, len, i, &j, &s))
+            return t;
         if (add_seg(t, &segcap, s))
             goto oom;
         t->dynamic = 1;
@@ -261,6 +322,9 @@ long lg_tmpl_expand(const struct lg_tmpl *t, const struct lg_tmpl_vars *v,
             }
             break;
         }
+        case LG_SEG_ZIPF:
+            n = put_u64(num, lg_zipf_draw(&s->zipf, v->rng));
+            break;
         case LG_SEG_UUID:
             if (cap - o < 36)
                 return -1;

@@ -1,6 +1,6 @@
 /* Request templates: text compiled once into literal and placeholder
  * segments, expanded per request into a caller buffer without allocating.
- * Placeholders: {seq} {uuid} {rand:A..B} {thread}; \{ and \} are literal
+ * Placeholders: {seq} {uuid} {rand:A..B} {zipf:N:S} {thread}; \{ and \} are literal
  * braces; any other '{' (JSON objects) is literal text. */
 #ifndef LG_TMPL_H
 #define LG_TMPL_H
@@ -8,12 +8,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
-enum lg_seg_kind { LG_SEG_LIT, LG_SEG_SEQ, LG_SEG_UUID, LG_SEG_RAND, LG_SEG_THREAD };
+#include "lg_zipf.h"
+
+enum lg_seg_kind { LG_SEG_LIT, LG_SEG_SEQ, LG_SEG_UUID, LG_SEG_RAND, LG_SEG_ZIPF,
+                   LG_SEG_THREAD };
 
 struct lg_seg {
     enum lg_seg_kind kind;
     size_t off, len;     /* LIT: bytes in lg_tmpl.text */
     int64_t lo, hi;      /* RAND: inclusive bounds */
+    struct lg_zipf zipf; /* ZIPF: ranks 1..N, exponent S */
 };
 
 struct lg_tmpl {
@@ -28,7 +32,7 @@ struct lg_tmpl {
 };
 
 /* Per-request values. seq is one value per request (the same in path and
- * body); {uuid} and {rand} draw from *rng at each occurrence. */
+ * body); {uuid}, {rand} and {zipf} draw from *rng at each occurrence. */
 struct lg_tmpl_vars {
     uint64_t seq;
     unsigned thread;

@@ -1,4 +1,4 @@
-/* lg_tmpl: placeholder expansion ({seq} {uuid} {rand:A..B} {thread}),
+/* lg_tmpl: placeholder expansion ({seq} {uuid} {rand:A..B} {zipf:N:S} {thread}),
  * literal braces, malformed placeholders rejected, bounded output. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,6 +92,20 @@ static const struct reject_case reject_cases[] = {
     {"rand unterminated", "{rand:1..5", "rand:A..B"},
     {"rand reversed", "{rand:5..1}", "lower bound above"},
     {"rand overflow", "{rand:1..99999999999999999999999}", "rand:A..B"},
+    {"zipf without arguments", "{zipf}", "zipf:N:S"},
+    {"zipf missing exponent", "{zipf:100}", "zipf:N:S"},
+    {"zipf empty exponent", "{zipf:100:}", "zipf:N:S"},
+    {"zipf letters", "{zipf:n:s}", "zipf:N:S"},
+    {"zipf two dots", "{zipf:100:1.0.1}", "zipf:N:S"},
+    {"zipf trailing dot", "{zipf:100:1.}", "zipf:N:S"},
+    {"zipf negative exponent", "{zipf:100:-1}", "zipf:N:S"},
+    {"zipf unterminated", "{zipf:100:1.0", "zipf:N:S"},
+    {"zipf extra argument", "{zipf:100:1.0:3}", "zipf:N:S"},
+    {"zipf zero ranks", "{zipf:0:1.0}", "N must be 1.."},
+    {"zipf negative ranks", "{zipf:-5:1.0}", "N must be 1.."},
+    {"zipf too many ranks", "{zipf:1000000000001:1.0}", "N must be 1.."},
+    {"zipf zero exponent", "{zipf:100:0}", "S in (0, 20]"},
+    {"zipf exponent too steep", "{zipf:100:20.5}", "S in (0, 20]"},
 };
 
 static void test_malformed_rejected(void **state)
@@ -193,6 +208,86 @@ static void test_static_template(void **state)
     lg_tmpl_free(t);
 }
 
+/* Every rank stays in 1..N, across catalogue sizes and exponents, with the
+ * edges included: N = 1 always gives 1, a steep S still reaches rank 2. */
+static void test_zipf_bounds(void **state)
+{
+    struct { const char *src; unsigned long n; } cases[] = {
+        {"{zipf:1:1.0}", 1}, {"{zipf:2:1.0}", 2}, {"{zipf:10:0.1}", 10},
+        {"{zipf:1000:1.0}", 1000}, {"{zipf:100000:1.0}", 100000},
+        {"{zipf:100000:0.5}", 100000}, {"{zipf:7:20}", 7},
+        {"{zipf:1000000000000:1.2}", 1000000000000ul},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        struct lg_tmpl *t = compile(cases[k].src);
+        if (t->err)
+            fail_msg("%s: %s", cases[k].src, t->errstr);
+        uint64_t rng = lg_rand_seed(k + 7);
+        for (int i = 0; i < 20000; i++) {
+            const char *s = expand(t, 0, 0, &rng);
+            char *e;
+            unsigned long v = strtoul(s, &e, 10);
+            if (*e || v < 1 || v > cases[k].n)
+                fail_msg("%s gave '%s'", cases[k].src, s);
+        }
+        lg_tmpl_free(t);
+    }
+}
+
+/* For a fixed seed, the share of each top rank matches k^-S / H(N,S) within
+ * 5 standard errors of a binomial count (a wrong law, e.g. uniform or S off
+ * by 0.1, misses rank 1 by dozens of them), and the tail gets its share too. */
+static void test_zipf_frequencies(void **state)
+{
+    struct { unsigned n; double s; } laws[] = {{1000, 1.0}, {100000, 1.0}, {50, 0.7}, {1000, 1.5}};
+    enum { DRAWS = 200000, TOP = 10 };
+    for (size_t k = 0; k < sizeof laws / sizeof laws[0]; k++) {
+        char src[64];
+        snprintf(src, sizeof src, "{zipf:%u:%.2f}", laws[k].n, laws[k].s);
+        struct lg_tmpl *t = compile(src);
+        assert_false(t->err);
+        double norm = 0;
+        for (unsigned r = 1; r <= laws[k].n; r++)
+            norm += pow(r, -laws[k].s);
+        long count[TOP + 1] = {0}, tail = 0;
+        uint64_t rng = lg_rand_seed(2024 + k);
+        for (int i = 0; i < DRAWS; i++) {
+            unsigned long v = strtoul(expand(t, 0, 0, &rng), NULL, 10);
+            if (v <= TOP)
+                count[v]++;
+            else
+                tail++;
+        }
+        double tail_p = 1.0;
+        for (unsigned r = 1; r <= TOP; r++) {
+            double p = pow(r, -laws[k].s) / norm;
+            double sd = sqrt(DRAWS * p * (1 - p));
+            tail_p -= p;
+            if (fabs(count[r] - DRAWS * p) > 5 * sd)
+                fail_msg("%s rank %u: %ld draws, want %.0f +- %.0f", src, r, count[r], DRAWS * p, 5 * sd);
+        }
+        double tail_sd = sqrt(DRAWS * tail_p * (1 - tail_p)) + 1;
+        if (fabs(tail - DRAWS * tail_p) > 5 * tail_sd)
+            fail_msg("%s ranks above %d: %ld draws, want %.0f", src, TOP, tail, DRAWS * tail_p);
+        lg_tmpl_free(t);
+    }
+}
+
+/* The op log re-expands a body from the rng state saved before it: the same
+ * state must give the same ranks. */
+static void test_zipf_replays(void **state)
+{
+    struct lg_tmpl *t = compile("{\"sku\":\"CAT-{zipf:100000:1.0}\",\"n\":{zipf:9:2}}");
+    assert_false(t->err);
+    assert_true(t->dynamic);
+    uint64_t a = lg_rand_seed(5), b = a;
+    char first[128];
+    snprintf(first, sizeof first, "%s", expand(t, 0, 0, &a));
+    assert_string_equal(first, expand(t, 0, 0, &b));
+    assert_memory_equal(first, "{\"sku\":\"CAT-", 11);
+    lg_tmpl_free(t);
+}
+
 static void test_free_null(void **state)
 {
     lg_tmpl_free(NULL);
@@ -207,6 +302,9 @@ int main(void)
         cmocka_unit_test(test_rand_bounds),
         cmocka_unit_test(test_bounded_output),
         cmocka_unit_test(test_static_template),
+        cmocka_unit_test(test_zipf_bounds),
+        cmocka_unit_test(test_zipf_frequencies),
+        cmocka_unit_test(test_zipf_replays),
         cmocka_unit_test(test_free_null),
     };
     return cmocka_run_group_tests_name("lg_template", tests, NULL, NULL);
