@@ -1,0 +1,334 @@
+/* Carts: one order of several lines, sold all or nothing by the guards
+ * that decide in MySQL (for-update, conditional-update), on 2 instances.
+ * Each field defect is shown by its variant first (line_check:"per-line":
+ * the same SKU twice oversells; lock_order:"as-given": crossed carts
+ * deadlock), then the safe default holds. Every test ends on an audit. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "itest.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int group_setup(void **state) { return it_setup(); }
+
+static long deduct(int i, const char *body, struct it_resp *r)
+{
+    char url[256];
+    snprintf(url, sizeof(url), "%s/inventory/deduct", it.inventory[i]);
+    return it_http("POST", url, body, r);
+}
+
+static struct it_audit audit_of(const char *sku)
+{
+    struct it_audit a;
+    assert_int_equal(it_audit(sku, &a), 0);
+    print_message("%-14s initial %lld sold %lld stock %lld oversold %lld lost %lld\n", sku,
+                  a.initial, a.sold, a.stock, a.oversold, a.lost_updates);
+    return a;
+}
+
+static void assert_exact(const char *sku, long long sold, long long stock)
+{
+    struct it_audit a = audit_of(sku);
+    assert_int_equal(a.oversold, 0);
+    assert_int_equal(a.lost_updates, 0);
+    assert_true(a.consistent);
+    assert_int_equal(a.sold, sold);
+    assert_int_equal(a.stock, stock);
+}
+
+static const char *const cart_guards[] = {"for-update", "conditional-update"};
+
+/* The same SKU on two lines, 1 unit in stock. Checked line by line against
+ * one read, each line passes and the cart sells 2 (the variant breaks);
+ * summed first, the cart asks for 2 and is refused (the default holds). */
+static void test_same_sku_twice(void **state)
+{
+    for (size_t g = 0; g < 2; g++) {
+        char sku[32], body[400];
+        struct it_resp r;
+        snprintf(sku, sizeof(sku), "Twice-per-%zu", g);
+        assert_int_equal(it_seed(sku, 1), 200);
+        snprintf(body, sizeof(body),
+                 "{\"lines\":[{\"sku\":\"%s\",\"qty\":1},{\"sku\":\"%s\",\"qty\":1}],"
+                 "\"guard\":\"%s\",\"line_check\":\"per-line\"}", sku, sku, cart_guards[g]);
+        long st = deduct((int)g, body, &r);
+        print_message("%s per-line: %ld %s\n", cart_guards[g], st, r.body);
+        it_resp_free(&r);
+        struct it_audit a = audit_of(sku);
+        assert_int_equal(st, 200);
+        assert_int_equal(a.oversold, 1);      /* the variant's defect: broke */
+
+        snprintf(sku, sizeof(sku), "Twice-sum-%zu", g);
+        assert_int_equal(it_seed(sku, 1), 200);
+        snprintf(body, sizeof(body),
+                 "{\"lines\":[{\"sku\":\"%s\",\"qty\":1},{\"sku\":\"%s\",\"qty\":1}],"
+                 "\"guard\":\"%s\"}", sku, sku, cart_guards[g]);
+        st = deduct((int)g, body, &r);
+        print_message("%s summed: %ld %s\n", cart_guards[g], st, r.body);
+        assert_int_equal(st, 409);
+        assert_string_equal(json_string_value(json_object_get(r.json, "error")), "out_of_stock");
+        json_t *shortl = json_object_get(r.json, "short");
+        assert_int_equal(json_array_size(shortl), 1);
+        json_t *s0 = json_array_get(shortl, 0);
+        assert_string_equal(json_string_value(json_object_get(s0, "sku")), sku);
+        assert_int_equal(json_integer_value(json_object_get(s0, "requested")), 2);
+        assert_int_equal(json_integer_value(json_object_get(s0, "available")), 1);
+        it_resp_free(&r);
+        assert_exact(sku, 0, 1);
+    }
+}
+
+/* A cart with short lines and a line that would fit sells nothing and
+ * names every short line. */
+static void test_short_line_sells_nothing(void **state)
+{
+    for (size_t g = 0; g < 2; g++) {
+        char a[32], b[32], c[32], body[512];
+        snprintf(a, sizeof(a), "Short-a-%zu", g);
+        snprintf(b, sizeof(b), "Short-b-%zu", g);
+        snprintf(c, sizeof(c), "Short-c-%zu", g);
+        assert_int_equal(it_seed(a, 5), 200);
+        assert_int_equal(it_seed(b, 1), 200);
+        assert_int_equal(it_seed(c, 0), 200);
+        snprintf(body, sizeof(body),
+                 "{\"lines\":[{\"sku\":\"%s\",\"qty\":2},{\"sku\":\"%s\",\"qty\":2},"
+                 "{\"sku\":\"%s\",\"qty\":1}],\"guard\":\"%s\"}", a, b, c, cart_guards[g]);
+        struct it_resp r;
+        long st = deduct((int)g, body, &r);
+        print_message("%s: %ld %s\n", cart_guards[g], st, r.body);
+        assert_int_equal(st, 409);
+        /* b (2 of 1) and c (1 of 0) are short; a (2 of 5) is not */
+        json_t *shortl = json_object_get(r.json, "short");
+        assert_int_equal(json_array_size(shortl), 2);
+        int seen_b = 0, seen_c = 0;
+        for (size_t i = 0; i < 2; i++) {
+            json_t *s = json_array_get(shortl, i);
+            const char *k = json_string_value(json_object_get(s, "sku"));
+            long long req = json_integer_value(json_object_get(s, "requested"));
+            long long av = json_integer_value(json_object_get(s, "available"));
+            seen_b += strcmp(k, b) == 0 && req == 2 && av == 1;
+            seen_c += strcmp(k, c) == 0 && req == 1 && av == 0;
+        }
+        assert_int_equal(seen_b, 1);
+        assert_int_equal(seen_c, 1);
+        it_resp_free(&r);
+        assert_exact(a, 0, 5);
+        assert_exact(b, 0, 1);
+        assert_exact(c, 0, 0);
+        /* Once every line fits, the cart sells every line. */
+        snprintf(body, sizeof(body),
+                 "{\"lines\":[{\"sku\":\"%s\",\"qty\":2},{\"sku\":\"%s\",\"qty\":1}],"
+                 "\"guard\":\"%s\",\"order_id\":\"fits-%zu\"}", a, b, cart_guards[g], g);
+        st = deduct(1 - (int)g, body, &r);
+        print_message("%s: %ld %s\n", cart_guards[g], st, r.body);
+        assert_int_equal(st, 200);
+        json_t *lines = json_object_get(r.json, "lines");
+        assert_int_equal(json_array_size(lines), 2);
+        assert_int_equal(json_integer_value(json_object_get(json_array_get(lines, 0),
+                                                            "remaining")), 3);
+        assert_int_equal(json_integer_value(json_object_get(json_array_get(lines, 1),
+                                                            "remaining")), 0);
+        it_resp_free(&r);
+        assert_exact(a, 2, 3);
+        assert_exact(b, 1, 0);
+    }
+}
+
+/* The order id is the idempotency key of the whole cart: a repeat (on the
+ * other instance) answers the first sale, other lines under it are a
+ * conflict, and the ledger keeps one row per line. */
+static void test_repeat_is_duplicate(void **state)
+{
+    for (size_t g = 0; g < 2; g++) {
+        char a[32], b[32], id[32], body[512];
+        snprintf(a, sizeof(a), "Rep-a-%zu", g);
+        snprintf(b, sizeof(b), "Rep-b-%zu", g);
+        snprintf(id, sizeof(id), "cart-rep-%zu", g);
+        assert_int_equal(it_seed(a, 10), 200);
+        assert_int_equal(it_seed(b, 10), 200);
+        snprintf(body, sizeof(body),
+                 "{\"lines\":[{\"sku\":\"%s\",\"qty\":1},{\"sku\":\"%s\",\"qty\":3},"
+                 "{\"sku\":\"%s\",\"qty\":2}],\"guard\":\"%s\",\"order_id\":\"%s\"}",
+                 b, a, b, cart_guards[g], id);
+        struct it_resp r;
+        assert_int_equal(deduct(0, body, &r), 200);
+        assert_null(json_object_get(r.json, "duplicate"));
+        it_resp_free(&r);
+        long st = deduct(1, body, &r);
+        print_message("%s repeat: %ld %s\n", cart_guards[g], st, r.body);
+        assert_int_equal(st, 200);
+        assert_true(json_is_true(json_object_get(r.json, "duplicate")));
+        json_t *lines = json_object_get(r.json, "lines");
+        assert_int_equal(json_array_size(lines), 3);
+        /* per line, the stock after that line: b 10-1, a 10-3, b 9-2 */
+        assert_int_equal(json_integer_value(json_object_get(json_array_get(lines, 0),
+                                                            "remaining")), 9);
+        assert_int_equal(json_integer_value(json_object_get(json_array_get(lines, 1),
+                                                            "remaining")), 7);
+        assert_int_equal(json_integer_value(json_object_get(json_array_get(lines, 2),
+                                                            "remaining")), 7);
+        it_resp_free(&r);
+        snprintf(body, sizeof(body),
+                 "{\"lines\":[{\"sku\":\"%s\",\"qty\":1},{\"sku\":\"%s\",\"qty\":1}],"
+                 "\"guard\":\"%s\",\"order_id\":\"%s\"}", b, a, cart_guards[g], id);
+        st = deduct(0, body, &r);
+        assert_int_equal(st, 409);
+        assert_string_equal(json_string_value(json_object_get(r.json, "error")),
+                            "order_id_conflict");
+        it_resp_free(&r);
+        char q[160];
+        snprintf(q, sizeof(q), "SELECT COUNT(*) FROM db_shopping.ledger WHERE order_id='%s'", id);
+        assert_int_equal(it_sql_value(q), 3);
+        assert_exact(a, 3, 7);
+        assert_exact(b, 3, 7);
+    }
+}
+
+/* Bad carts: a clear 400, nothing sold. */
+static void test_bad_carts(void **state)
+{
+    assert_int_equal(it_seed("Bad-cart", 10), 200);
+    char many[4096];
+    size_t off = (size_t)snprintf(many, sizeof(many), "{\"lines\":[");
+    for (int i = 0; i < 51; i++)
+        off += (size_t)snprintf(many + off, sizeof(many) - off, "%s{\"sku\":\"Bad-cart\",\"qty\":1}",
+                                i ? "," : "");
+    snprintf(many + off, sizeof(many) - off, "],\"guard\":\"for-update\"}");
+    const char *bad[] = {
+        "{\"lines\":[{\"sku\":\"Bad-cart\",\"qty\":1}],\"sku\":\"Bad-cart\"}",
+        "{\"lines\":[{\"sku\":\"Bad-cart\",\"qty\":1}],\"qty\":1}",
+        "{\"lines\":[]}",
+        "{\"lines\":{}}",
+        "{\"lines\":[{\"sku\":\"Bad cart\",\"qty\":1}]}",
+        "{\"lines\":[{\"sku\":\"Bad-cart\",\"qty\":0}]}",
+        "{\"lines\":[{\"sku\":\"Bad-cart\",\"qty\":1001}]}",
+        "{\"lines\":[{\"sku\":\"Bad-cart\"}]}",
+        "{\"lines\":[{\"sku\":\"Bad-cart\",\"qty\":1,\"price\":3}]}",
+        "{\"lines\":[\"Bad-cart\"]}",
+        "{\"lines\":[{\"sku\":\"Bad-cart\",\"qty\":1}],\"line_check\":\"sometimes\"}",
+        "{\"lines\":[{\"sku\":\"Bad-cart\",\"qty\":1}],\"lock_order\":\"random\"}",
+        "{\"sku\":\"Bad-cart\",\"line_check\":\"per-line\"}",
+        "{\"lines\":[{\"sku\":\"Bad-cart\",\"qty\":1}],\"guard\":\"for-update\",\"colour\":1}",
+        "{\"lines\":[{\"sku\":\"Bad-cart\",\"qty\":1}],\"guard\":\"redis-decr\"}",
+        "{\"lines\":[{\"sku\":\"Bad-cart\",\"qty\":1}],\"guard\":\"mutex\"}",
+        many,
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        struct it_resp r;
+        long st = deduct((int)(i % 2), bad[i], &r);
+        print_message("%ld %.300s\n", st, r.body);
+        if (st != 400)
+            fail_msg("%.200s answered %ld: %s", bad[i], st, r.body);
+        assert_string_equal(json_string_value(json_object_get(r.json, "error")), "bad_request");
+        it_resp_free(&r);
+    }
+    /* A guard without carts names the ones that take them. */
+    struct it_resp r;
+    deduct(0, bad[14], &r);
+    assert_non_null(strstr(r.body, "for-update"));
+    assert_non_null(strstr(r.body, "conditional-update"));
+    it_resp_free(&r);
+    assert_exact("Bad-cart", 0, 10);
+}
+
+/* Crossed carts {X, Y} and {Y, X} from 2 instances at once. */
+struct crossed {
+    int instance;
+    int reverse;
+    const char *extra;         /* the body's variant fields */
+    int requests;
+    int base;
+    int ok, other;
+};
+
+static void *crossed_client(void *arg)
+{
+    struct crossed *c = arg;
+    for (int i = 0; i < c->requests; i++) {
+        char body[400];
+        snprintf(body, sizeof(body),
+                 "{\"lines\":[{\"sku\":\"%s\",\"qty\":1},{\"sku\":\"%s\",\"qty\":1}],"
+                 "\"guard\":\"for-update\",\"hold_ms\":40,\"lock_wait_ms\":3000,"
+                 "\"order_id\":\"cross-%d-%d\"%s}",
+                 c->reverse ? "Cross-Y" : "Cross-X", c->reverse ? "Cross-X" : "Cross-Y",
+                 c->base, i, c->extra);
+        struct it_resp r;
+        long st = deduct(c->instance, body, &r);
+        c->ok += st == 200;
+        c->other += st != 200;
+        if (st != 200)
+            print_message("  %ld %.200s\n", st, r.body);
+        it_resp_free(&r);
+    }
+    return NULL;
+}
+
+#define CROSS_CLIENTS 6
+#define CROSS_REQUESTS 8
+
+/* Runs the crossed load; returns the deadlocks and lock wait timeouts the
+ * two instances counted for for-update meanwhile; *ok gets the 200s. */
+static double run_crossed(const char *extra, int base, int *ok)
+{
+    double before = it_metric(0, "lab_cart_conflicts_total") +
+                    it_metric(1, "lab_cart_conflicts_total");
+    pthread_t t[CROSS_CLIENTS];
+    struct crossed c[CROSS_CLIENTS];
+    for (int i = 0; i < CROSS_CLIENTS; i++) {
+        c[i] = (struct crossed){i % 2, (i / 2) % 2, extra, CROSS_REQUESTS, base * 100 + i, 0, 0};
+        assert_int_equal(pthread_create(&t[i], NULL, crossed_client, &c[i]), 0);
+    }
+    *ok = 0;
+    for (int i = 0; i < CROSS_CLIENTS; i++) {
+        pthread_join(t[i], NULL);
+        *ok += c[i].ok;
+    }
+    double after = it_metric(0, "lab_cart_conflicts_total") +
+                   it_metric(1, "lab_cart_conflicts_total");
+    /* absent before the first conflict: -1 */
+    return (after < 0 ? 0 : after) - (before < 0 ? 0 : before);
+}
+
+static void test_crossed_carts(void **state)
+{
+    int ok;
+    assert_int_equal(it_seed("Cross-X", 1000), 200);
+    assert_int_equal(it_seed("Cross-Y", 1000), 200);
+    double as_given = run_crossed(",\"lock_order\":\"as-given\"", 1, &ok);
+    print_message("lock_order as-given: %d of %d sold, %.0f deadlocks/lock timeouts\n", ok,
+                  CROSS_CLIENTS * CROSS_REQUESTS, as_given);
+    struct it_audit ax = audit_of("Cross-X"), ay = audit_of("Cross-Y");
+    assert_int_equal(ax.oversold + ay.oversold, 0);
+    assert_int_equal(ax.sold, ok);
+    assert_int_equal(ay.sold, ok);
+    assert_true(as_given > 0);                /* the variant's defect: broke */
+
+    assert_int_equal(it_seed("Cross-X", 1000), 200);
+    assert_int_equal(it_seed("Cross-Y", 1000), 200);
+    double sorted = run_crossed("", 2, &ok);
+    print_message("lock_order sorted: %d of %d sold, %.0f deadlocks/lock timeouts\n", ok,
+                  CROSS_CLIENTS * CROSS_REQUESTS, sorted);
+    assert_true(sorted == 0);
+    assert_int_equal(ok, CROSS_CLIENTS * CROSS_REQUESTS);
+    assert_exact("Cross-X", ok, 1000 - ok);
+    assert_exact("Cross-Y", ok, 1000 - ok);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_same_sku_twice),
+        cmocka_unit_test(test_short_line_sells_nothing),
+        cmocka_unit_test(test_repeat_is_duplicate),
+        cmocka_unit_test(test_bad_carts),
+        cmocka_unit_test(test_crossed_carts),
+    };
+    return cmocka_run_group_tests(tests, group_setup, NULL);
+}
