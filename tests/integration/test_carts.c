@@ -188,6 +188,19 @@ static void test_repeat_is_duplicate(void **state)
         assert_int_equal(it_sql_value(q), 3);
         assert_exact(a, 3, 7);
         assert_exact(b, 3, 7);
+        /* A release gives every line back, once. */
+        char url[256];
+        snprintf(url, sizeof(url), "%s/inventory/release", it.inventory[1]);
+        snprintf(body, sizeof(body), "{\"order_id\":\"%s\"}", id);
+        assert_int_equal(it_http("POST", url, body, &r), 200);
+        print_message("release: %s\n", r.body);
+        assert_null(json_object_get(r.json, "duplicate"));
+        it_resp_free(&r);
+        assert_int_equal(it_http("POST", url, body, &r), 200);
+        assert_true(json_is_true(json_object_get(r.json, "duplicate")));
+        it_resp_free(&r);
+        assert_exact(a, 0, 10);
+        assert_exact(b, 0, 10);
     }
 }
 

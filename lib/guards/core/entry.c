@@ -248,6 +248,17 @@ static int release_stock(const struct deduct_env *env, const char *order_id,
         return queued_elsewhere(order_id, res);
     if (row->released)
         return STOCK_ALREADY_RELEASED;
+    /* A cart (only MySQL guards sell them: no lock, no side state) gives
+     * every line back at once. */
+    long long lines = store_ledger_count(env->db, order_id);
+    if (lines > 1)
+        rc = stock_cart_release(env->db, order_id, lines, row);
+    if (lines < 0 || (lines > 1 && rc < 0)) {
+        stock_db_failure(env->db, lines < 0 ? (int)lines : rc, res);
+        return -1;
+    }
+    if (lines > 1)
+        return rc;
     const struct guard *g = guard_find(row->guard);
     struct release_work w = {order_id, row, 0};
     if (!g || !g->locked) {
