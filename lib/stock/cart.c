@@ -8,8 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-const char *const cart_fields[] = {"lines", "line_check", "lock_order"};
-const size_t cart_nfields = sizeof(cart_fields) / sizeof(cart_fields[0]);
+int cart_field(const char *name)
+{
+    return strcmp(name, "lines") == 0 || strcmp(name, "line_check") == 0 ||
+           strcmp(name, "lock_order") == 0;
+}
 
 /* A choice field: absent keeps *out (the default). */
 static int cart_choice(json_t *o, const char *key, const char *a, const char *b, int *out,

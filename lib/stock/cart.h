@@ -70,9 +70,9 @@ struct cart_res {
  * "lines" with "sku" or "qty", an empty or too long array, a bad line). */
 int cart_from(json_t *o, struct cart *c, char *err, size_t errlen);
 
-/* The body fields cart_from reads (every guard's parser skips them). */
-extern const char *const cart_fields[];
-extern const size_t cart_nfields;
+/* 1 when name is a body field cart_from reads ("lines", "line_check",
+ * "lock_order"): every guard's option parser skips them. */
+int cart_field(const char *name);
 
 /* The rows c touches, each SKU once with its lines' sum, into t (room for
  * CART_LINES_MAX): sorted by SKU (bytewise), or in the order of first

@@ -1,8 +1,6 @@
 /* Request validation with jansson: strict types, bounded values. */
 #include "request.h"
 
-#include "cart.h"
-
 #include <jansson.h>
 #include <stdio.h>
 #include <string.h>
@@ -108,9 +106,6 @@ int req_deduct_field(const char *name)
 {
     for (size_t i = 0; i < req_deduct_nfields; i++)
         if (strcmp(req_deduct_fields[i], name) == 0)
-            return 1;
-    for (size_t i = 0; i < cart_nfields; i++)   /* a cart's: cart_from reads them */
-        if (strcmp(cart_fields[i], name) == 0)
             return 1;
     return 0;
 }

@@ -25,8 +25,7 @@ struct req_defaults {
  * belongs to a guard (guards/guard.h: guard_parse_opts). */
 extern const char *const req_deduct_fields[];
 extern const size_t req_deduct_nfields;
-/* 1 when name is one of req_deduct_fields, or a cart's field (cart.h:
- * cart_fields, which the single-SKU form refuses). */
+/* 1 when name is one of req_deduct_fields. */
 int req_deduct_field(const char *name);
 
 /* SKUs, order ids and user ids: 1..64 bytes of A-Z a-z 0-9 . _ : -, and
