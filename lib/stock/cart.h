@@ -44,6 +44,7 @@ struct cart_touch {
     char sku[STOCK_SKU_MAX + 1];
     long long qty;             /* the lines' sum */
     long long before;          /* the stock the cart found (set by the txn) */
+    long long version;         /* the row's version then (optimistic) */
 };
 
 struct cart_short {
@@ -95,13 +96,20 @@ struct deduct_env;
 enum cart_style {
     CART_STYLE_CONDITIONAL,    /* UPDATE ... WHERE stock >= sum, per row */
     CART_STYLE_ROW_LOCK,       /* SELECT ... FOR UPDATE per row, check, write */
+    CART_STYLE_VERSION,        /* plain reads, check, then per row UPDATE ...
+                                * WHERE version = the one read; a miss
+                                * rolls back and starts again */
+    CART_STYLE_RMW,            /* plain reads, check, absolute writes of
+                                * what was computed: the bare
+                                * read-modify-write (none), which two carts
+                                * on one SKU race on purpose */
 };
 
 /* Sell cart c under guard `guard_name` in one transaction, touching its
  * rows in c's lock order, with c->req.hold_ms spent in equal parts after
  * each row is taken (the per-item work a shop does while it holds the
- * rows); repeated after a deadlock or lock wait timeout up to
- * env->max_retries times within the deadline. The order id is checked
+ * rows); repeated after a deadlock, a lock wait timeout or (VERSION) a
+ * version miss up to env->max_retries times within the deadline. The order id is checked
  * first (a repeat answers DUPLICATE with the first sale's lines, other
  * lines under it ORDER_CONFLICT). Fills res (SOLD, OUT_OF_STOCK with every
  * short SKU, UNKNOWN_SKU, or a failure: nothing written). Counts every

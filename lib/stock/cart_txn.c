@@ -17,6 +17,8 @@
 /* A conditional cart refused whose rows, read again, are no longer short:
  * repeat it (no conflict: stock came back meanwhile). */
 #define CART_STOCK_BACK (-50)
+/* An optimistic cart found a row's version moved since its read: repeat. */
+#define CART_VERSION_MISS (-51)
 
 /* A conflict MySQL answered, counted by kind before the rollback. */
 static void cart_conflict(const char *guard_name, const struct db_conn *db,
@@ -129,7 +131,7 @@ static long long cart_take_rows(const struct deduct_env *env, const struct cart 
     long share = nt ? c->req.hold_ms / nt : 0;
     int conditional = style == CART_STYLE_CONDITIONAL && c->check == CART_CHECK_SUMMED;
     for (int k = 0; k < nt; k++) {
-        long long n, left = 0, version;
+        long long n, left = 0;
         if (conditional) {
             if ((n = store_take_if_enough_left(env->db, t[k].sku, t[k].qty, &left)) < 0)
                 return n;
@@ -139,9 +141,9 @@ static long long cart_take_rows(const struct deduct_env *env, const struct cart 
             }
             t[k].before = left + t[k].qty;
         } else {
-            /* row-lock: the locking read; per-line conditional: a plain read */
+            /* row-lock: the locking read; the others: a plain read */
             int found = store_read(env->db, t[k].sku, style == CART_STYLE_ROW_LOCK,
-                                   &t[k].before, &version);
+                                   &t[k].before, &t[k].version);
             if (found <= 0) {
                 if (found == 0) {
                     db_rollback(env->db);
@@ -172,10 +174,15 @@ static long long cart_write(const char *guard_name, const struct deduct_env *env
             for (int i = 0; i < c->nlines && n > 0; i++)
                 if (strcmp(c->line[i].sku, t[k].sku) == 0)
                     n = store_take_unchecked(env->db, t[k].sku, c->line[i].qty);
-        } else if (style == CART_STYLE_ROW_LOCK) {
+        } else if (style == CART_STYLE_ROW_LOCK || style == CART_STYLE_RMW) {
             /* 0 rows: our transaction is gone (see store_set_stock) */
             if ((n = store_set_stock(env->db, t[k].sku, t[k].before - t[k].qty)) == 0)
                 n = DB_ERETRY;
+        } else if (style == CART_STYLE_VERSION) {
+            n = store_set_stock_if_version(env->db, t[k].sku, t[k].before - t[k].qty,
+                                           t[k].version);
+            if (n == 0)
+                n = CART_VERSION_MISS;
         }
     }
     cart_fill_remaining(c, t, nt, res);
@@ -216,7 +223,7 @@ static int cart_attempt(const char *guard_name, const struct deduct_env *env,
     if (n == DB_ERETRY)
         cart_conflict(guard_name, env->db, res);
     db_rollback(env->db);
-    if (n == DB_ERETRY)
+    if (n == DB_ERETRY || n == CART_VERSION_MISS)
         return DB_ERETRY;
     if (n == DB_EDUP) {                /* a repeat of the order landed first */
         int rc = cart_lookup(env, c, res);
