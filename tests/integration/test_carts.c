@@ -1,6 +1,7 @@
 /* Carts: one order of several lines, sold all or nothing by the guards
- * that decide in MySQL (for-update, conditional-update, optimistic, and
- * none, whose read-modify-write still races on purpose), on 2 instances.
+ * that decide in MySQL (for-update, conditional-update, optimistic; none
+ * and mutex, whose read-modify-write still races across instances on
+ * purpose), on 2 instances.
  * Each field defect is shown by its variant first (line_check:"per-line":
  * the same SKU twice oversells; lock_order:"as-given": crossed carts
  * deadlock), then the safe default holds. Every test ends on an audit. */
@@ -45,7 +46,7 @@ static void assert_exact(const char *sku, long long sold, long long stock)
 }
 
 static const char *const cart_guards[] = {"for-update", "conditional-update", "optimistic",
-                                          "none"};
+                                          "none", "mutex"};
 #define NGUARDS (sizeof(cart_guards) / sizeof(cart_guards[0]))
 
 /* The same SKU on two lines, 1 unit in stock. Checked line by line against
@@ -233,7 +234,8 @@ static void test_bad_carts(void **state)
         "{\"sku\":\"Bad-cart\",\"line_check\":\"per-line\"}",
         "{\"lines\":[{\"sku\":\"Bad-cart\",\"qty\":1}],\"guard\":\"for-update\",\"colour\":1}",
         "{\"lines\":[{\"sku\":\"Bad-cart\",\"qty\":1}],\"guard\":\"redis-decr\"}",
-        "{\"lines\":[{\"sku\":\"Bad-cart\",\"qty\":1}],\"guard\":\"mutex\"}",
+        "{\"lines\":[{\"sku\":\"Bad-cart\",\"qty\":1}],\"guard\":\"redlock\"}",
+        "{\"lines\":[{\"sku\":\"Bad-cart\",\"qty\":1}],\"guard\":\"mutex\",\"fencing\":true}",
         many,
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
@@ -266,6 +268,7 @@ struct crossed {
     const char *x, *y;         /* NULL: Cross-X, Cross-Y */
     long hold_ms;
     int reverse_qty;           /* qty of the reversed cart's second line */
+    long lock_wait_ms;         /* 0: 3000 */
 };
 
 static void *crossed_client(void *arg)
@@ -276,11 +279,12 @@ static void *crossed_client(void *arg)
         char body[400];
         snprintf(body, sizeof(body),
                  "{\"lines\":[{\"sku\":\"%s\",\"qty\":1},{\"sku\":\"%s\",\"qty\":%d}],"
-                 "\"guard\":\"%s\",\"hold_ms\":%ld,\"lock_wait_ms\":3000,"
+                 "\"guard\":\"%s\",\"hold_ms\":%ld,\"lock_wait_ms\":%ld,"
                  "\"order_id\":\"cross-%d-%d\"%s}",
                  c->reverse ? y : x, c->reverse ? x : y,
                  c->reverse && c->reverse_qty ? c->reverse_qty : 1,
-                 c->guard ? c->guard : "for-update", c->guard ? c->hold_ms : 40, c->base, i,
+                 c->guard ? c->guard : "for-update", c->guard ? c->hold_ms : 40,
+                 c->lock_wait_ms ? c->lock_wait_ms : 3000, c->base, i,
                  c->extra);
         struct it_resp r;
         long st = deduct(c->instance, body, &r);
@@ -306,7 +310,7 @@ static double run_crossed(const char *extra, int base, int *ok)
     struct crossed c[CROSS_CLIENTS];
     for (int i = 0; i < CROSS_CLIENTS; i++) {
         c[i] = (struct crossed){i % 2, (i / 2) % 2, extra, CROSS_REQUESTS, base * 100 + i, 0, 0,
-                                NULL, NULL, NULL, 0, 0};
+                                NULL, NULL, NULL, 0, 0, 0};
         assert_int_equal(pthread_create(&t[i], NULL, crossed_client, &c[i]), 0);
     }
     *ok = 0;
@@ -361,7 +365,7 @@ static void test_hot_carts_all_or_nothing(void **state)
         struct crossed c[CROSS_CLIENTS];
         for (int i = 0; i < CROSS_CLIENTS; i++) {
             c[i] = (struct crossed){i % 2, (i / 2) % 2, "", CROSS_REQUESTS,
-                                   (int)(10 + g) * 100 + i, 0, 0, safe[g], h1, h2, 5, 2};
+                                   (int)(10 + g) * 100 + i, 0, 0, safe[g], h1, h2, 5, 2, 0};
             assert_int_equal(pthread_create(&t[i], NULL, crossed_client, &c[i]), 0);
         }
         int plain = 0, reversed = 0;
@@ -378,6 +382,48 @@ static void test_hot_carts_all_or_nothing(void **state)
     }
 }
 
+/* mutex, on one instance: crossed carts taking the stripes in the cart's
+ * order wait on each other until lock_wait_ms (lock timeouts, nothing
+ * sold by either); in stripe order, none. Returns the lock timeouts. */
+static double mutex_crossed(const char *extra, int base, int *ok)
+{
+    double before = it_metric(0, "lab_lock_timeouts_total");
+    pthread_t t[4];
+    struct crossed c[4];
+    for (int i = 0; i < 4; i++) {
+        c[i] = (struct crossed){0, i % 2, extra, 4, base * 100 + i, 0, 0, "mutex",
+                                "Mutex-X", "Mutex-Y", 40, 0, 400};
+        assert_int_equal(pthread_create(&t[i], NULL, crossed_client, &c[i]), 0);
+    }
+    *ok = 0;
+    for (int i = 0; i < 4; i++) {
+        pthread_join(t[i], NULL);
+        *ok += c[i].ok;
+    }
+    double after = it_metric(0, "lab_lock_timeouts_total");
+    return (after < 0 ? 0 : after) - (before < 0 ? 0 : before);
+}
+
+static void test_mutex_crossed_carts(void **state)
+{
+    int ok;
+    assert_int_equal(it_seed("Mutex-X", 100), 200);
+    assert_int_equal(it_seed("Mutex-Y", 100), 200);
+    double as_given = mutex_crossed(",\"lock_order\":\"as-given\"", 30, &ok);
+    print_message("mutex as-given: %d of 16 sold, %.0f lock timeouts\n", ok, as_given);
+    assert_exact("Mutex-X", ok, 100 - ok);
+    assert_exact("Mutex-Y", ok, 100 - ok);
+    assert_true(as_given > 0);                /* the variant's defect: broke */
+    assert_int_equal(it_seed("Mutex-X", 100), 200);
+    assert_int_equal(it_seed("Mutex-Y", 100), 200);
+    double sorted = mutex_crossed("", 31, &ok);
+    print_message("mutex sorted: %d of 16 sold, %.0f lock timeouts\n", ok, sorted);
+    assert_true(sorted == 0);
+    assert_int_equal(ok, 16);
+    assert_exact("Mutex-X", 16, 84);
+    assert_exact("Mutex-Y", 16, 84);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -387,6 +433,7 @@ int main(void)
         cmocka_unit_test(test_bad_carts),
         cmocka_unit_test(test_crossed_carts),
         cmocka_unit_test(test_hot_carts_all_or_nothing),
+        cmocka_unit_test(test_mutex_crossed_carts),
     };
     return cmocka_run_group_tests(tests, group_setup, NULL);
 }

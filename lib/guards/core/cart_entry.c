@@ -66,6 +66,10 @@ static void cart_metrics(const struct guard *g, const struct cart_res *res, doub
     if (res->deadlocks + res->lock_timeouts)
         metrics_add("lab_db_conflicts_total", labels, res->deadlocks + res->lock_timeouts);
     metrics_observe("lab_deduct_duration_seconds", labels, util_now() - started);
+    if (res->base.lock_wait_s > 0)
+        metrics_observe("lab_lock_wait_seconds", labels, res->base.lock_wait_s);
+    if (res->base.outcome == DEDUCT_LOCK_TIMEOUT)
+        metrics_add("lab_lock_timeouts_total", labels, 1);
 }
 
 int guard_deduct_cart(const struct guard *g, const struct deduct_env *env,
