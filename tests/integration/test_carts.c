@@ -187,6 +187,20 @@ static void test_repeat_is_duplicate(void **state)
         assert_string_equal(json_string_value(json_object_get(r.json, "error")),
                             "order_id_conflict");
         it_resp_free(&r);
+        /* A single-SKU sale is a cart of one line: even its first line
+         * alone is another sale than the whole cart, under any guard. */
+        static const char *const single_guards[] = {"for-update", "redis-decr", "mutex"};
+        for (size_t k = 0; k < 6; k++) {   /* qty 1: line 0's, qty 2: line 2's */
+            snprintf(body, sizeof(body),
+                     "{\"sku\":\"%s\",\"qty\":%zu,\"guard\":\"%s\",\"order_id\":\"%s\"}",
+                     b, 1 + k / 3, single_guards[k % 3], id);
+            st = deduct((int)(k % 2), body, &r);
+            print_message("single form, %s: %ld %s\n", single_guards[k % 3], st, r.body);
+            assert_int_equal(st, 409);
+            assert_string_equal(json_string_value(json_object_get(r.json, "error")),
+                                "order_id_conflict");
+            it_resp_free(&r);
+        }
         char q[160];
         snprintf(q, sizeof(q), "SELECT COUNT(*) FROM db_shopping.ledger WHERE order_id='%s'", id);
         assert_int_equal(it_sql_value(q), 3);
