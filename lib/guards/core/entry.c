@@ -54,7 +54,7 @@ int guard_deduct(const struct guard *g, const struct deduct_env *env,
     if (rc < 0)
         stock_db_failure(env->db, rc, res);
     else if (rc == 1)
-        stock_fill_duplicate(&row, req, res);
+        stock_answer_repeat(env, &row, req, res);
     else
         deduct_reserved(g, env, req, res);
 
