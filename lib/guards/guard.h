@@ -262,9 +262,10 @@ static inline int guard_rmw_work(void *guard_name, const struct deduct_env *env,
 /* ---- carts (core/cart_entry.c) ---------------------------------------- */
 
 /* Sell cart c under g (g->deduct_cart), with every SKU marked in flight
- * (a reseed waits for it) and the deduction metrics of one sale. A guard
- * without deduct_cart: DEDUCT_BAD_REQUEST naming the guards that have it.
- * Fills res; returns 0. */
+ * (a reseed waits for it) and the deduction metrics of one sale; env with
+ * a live MySQL connection. A guard without deduct_cart: DEDUCT_BAD_REQUEST
+ * naming the guards that have it, env not looked at (may be NULL). Fills
+ * res; returns 0. */
 int guard_deduct_cart(const struct guard *g, const struct deduct_env *env,
                       const struct cart *c, struct cart_res *res);
 /* "for-update, conditional-update": the guards that sell carts. */

@@ -240,7 +240,7 @@ static void run_cart(const struct inv_conf *c, struct route_call *call,
     if (g->deduct_cart && env_ready(c, &env, resp) != 0)
         return;
     struct cart_res r;
-    guard_deduct_cart(g, &env, cart, &r);
+    guard_deduct_cart(g, g->deduct_cart ? &env : NULL, cart, &r);
     answer_cart(cart, &r, resp);
 }
 

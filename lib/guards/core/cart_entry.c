@@ -53,7 +53,8 @@ static int cart_enter(const struct cart *c, struct cart_touch *t, int *nt, struc
     return *nt;
 }
 
-static void cart_metrics(const struct guard *g, const struct cart_res *res, double started)
+static void cart_metrics(const struct guard *g, const struct cart_res *res, long conflicts,
+                         double started)
 {
     char labels[96];
     snprintf(labels, sizeof(labels), "guard=\"%s\",outcome=\"%s\"", g->name,
@@ -63,8 +64,8 @@ static void cart_metrics(const struct guard *g, const struct cart_res *res, doub
     snprintf(labels, sizeof(labels), "guard=\"%s\"", g->name);
     if (res->base.retries)
         metrics_add("lab_retries_total", labels, res->base.retries);
-    if (res->deadlocks + res->lock_timeouts)
-        metrics_add("lab_db_conflicts_total", labels, res->deadlocks + res->lock_timeouts);
+    if (conflicts > 0)
+        metrics_add("lab_db_conflicts_total", labels, conflicts);
     metrics_observe("lab_deduct_duration_seconds", labels, util_now() - started);
     if (res->base.lock_wait_s > 0)
         metrics_observe("lab_lock_wait_seconds", labels, res->base.lock_wait_s);
@@ -78,14 +79,15 @@ int guard_deduct_cart(const struct guard *g, const struct deduct_env *env,
     double started = util_now();
     memset(res, 0, sizeof(*res));
     snprintf(res->base.guard, sizeof(res->base.guard), "%s", g->name);
-    snprintf(res->base.instance, sizeof(res->base.instance), "%s", env->instance);
-    if (!g->deduct_cart) {
+    if (!g->deduct_cart) {     /* before env: the caller opened nothing */
         res->base.outcome = DEDUCT_BAD_REQUEST;
         snprintf(res->base.detail, sizeof(res->base.detail),
                  "guard %.31s does not sell carts (\"lines\") yet; these do: %.64s", g->name,
                  guard_cart_names());
         return 0;
     }
+    snprintf(res->base.instance, sizeof(res->base.instance), "%s", env->instance);
+    long conflicts_before = env->db->conflicts;
     int rc = db_set_lock_wait(env->db, c->req.lock_wait_ms);
     struct cart_touch t[CART_LINES_MAX];
     int nt = 0;
@@ -96,6 +98,6 @@ int guard_deduct_cart(const struct guard *g, const struct deduct_env *env,
         for (int k = nt; k-- > 0;)
             inflight_leave(t[k].sku);
     }
-    cart_metrics(g, res, started);
+    cart_metrics(g, res, env->db->conflicts - conflicts_before, started);
     return 0;
 }
