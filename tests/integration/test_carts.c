@@ -268,6 +268,24 @@ static void test_bad_carts(void **state)
     assert_non_null(strstr(r.body, "conditional-update"));
     it_resp_free(&r);
     assert_exact("Bad-cart", 0, 10);
+    /* GET /guards says which guards take carts. */
+    char url[256];
+    snprintf(url, sizeof(url), "%s/guards", it.inventory[1]);
+    assert_int_equal(it_http("GET", url, NULL, &r), 200);
+    json_t *guards = json_object_get(r.json, "guards");
+    int carts = 0;
+    for (size_t i = 0; i < json_array_size(guards); i++) {
+        json_t *g = json_array_get(guards, i);
+        const char *name = json_string_value(json_object_get(g, "name"));
+        int takes = json_is_true(json_object_get(g, "carts"));
+        carts += takes;
+        if (strcmp(name, "redis-decr") == 0 || strcmp(name, "redlock") == 0)
+            assert_false(takes);
+        if (strcmp(name, "for-update") == 0 || strcmp(name, "conditional-update") == 0)
+            assert_true(takes);
+    }
+    assert_int_equal(carts, (int)NGUARDS);
+    it_resp_free(&r);
 }
 
 /* Crossed carts {X, Y} and {Y, X} from 2 instances at once. */
