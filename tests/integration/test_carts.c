@@ -45,6 +45,49 @@ static void assert_exact(const char *sku, long long sold, long long stock)
     assert_int_equal(a.stock, stock);
 }
 
+/* Apply every sql/ file, as deploy/local/stack does; 0 when all applied. */
+static int apply_sql_files(void)
+{
+    char cmd[2048];
+    snprintf(cmd, sizeof(cmd),
+             "for f in '%s'/sql/*.sql; do mariadb --no-defaults -h127.0.0.1 -P%ld -uroot "
+             "< \"$f\" || exit 1; done >/dev/null 2>&1", it.root, it.mysql_port);
+    return system(cmd);
+}
+
+static long long ledger_schema(const char *what, const char *name)
+{
+    char q[400];
+    snprintf(q, sizeof(q),
+             "SELECT COUNT(*) FROM information_schema.%s WHERE table_schema='db_shopping' "
+             "AND table_name='ledger' AND %s='%s'", what,
+             strcmp(what, "columns") == 0 ? "column_name" : "index_name", name);
+    return it_sql_value(q);
+}
+
+/* A database from before carts (order_id unique alone, no line) is
+ * upgraded by sql/ in place, and applying sql/ again changes nothing. */
+static void test_ledger_migration(void **state)
+{
+    assert_int_equal(it_seed("Mig-1", 5), 200);
+    assert_int_equal(it_sql("ALTER TABLE db_shopping.ledger DROP KEY uq_ledger_order_line, "
+                            "DROP COLUMN line, ADD UNIQUE KEY uq_ledger_order (order_id)"), 0);
+    assert_int_equal(ledger_schema("columns", "line"), 0);
+    for (int round = 0; round < 2; round++) {
+        assert_int_equal(apply_sql_files(), 0);
+        assert_int_equal(ledger_schema("columns", "line"), 1);
+        assert_int_equal(ledger_schema("statistics", "uq_ledger_order"), 0);
+        /* a two-column key: one row per column in information_schema */
+        assert_int_equal(ledger_schema("statistics", "uq_ledger_order_line"), 2);
+    }
+    struct it_resp r;
+    assert_int_equal(deduct(0, "{\"lines\":[{\"sku\":\"Mig-1\",\"qty\":1},"
+                               "{\"sku\":\"Mig-1\",\"qty\":2}],\"guard\":\"for-update\"}", &r),
+                     200);
+    it_resp_free(&r);
+    assert_exact("Mig-1", 3, 2);
+}
+
 static const char *const cart_guards[] = {"for-update", "conditional-update", "optimistic",
                                           "none", "mutex"};
 #define NGUARDS (sizeof(cart_guards) / sizeof(cart_guards[0]))
@@ -459,6 +502,7 @@ static void test_mutex_crossed_carts(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_ledger_migration),   /* first: no cart in the ledger yet */
         cmocka_unit_test(test_same_sku_twice),
         cmocka_unit_test(test_short_line_sells_nothing),
         cmocka_unit_test(test_repeat_is_duplicate),
