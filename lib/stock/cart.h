@@ -45,6 +45,7 @@ struct cart_touch {
     long long qty;             /* the lines' sum */
     long long before;          /* the stock the cart found (set by the txn) */
     long long version;         /* the row's version then (optimistic) */
+    long long seeds;           /* the row's reseed count then (the RMW) */
 };
 
 struct cart_short {
@@ -102,7 +103,8 @@ enum cart_style {
     CART_STYLE_RMW,            /* plain reads, check, absolute writes of
                                 * what was computed: the bare
                                 * read-modify-write (none), which two carts
-                                * on one SKU race on purpose */
+                                * on one SKU race on purpose; a reseed
+                                * since the read refuses the write (503) */
 };
 
 /* Sell cart c under guard `guard_name` in one transaction, touching its

@@ -19,6 +19,9 @@
 #define CART_STOCK_BACK (-50)
 /* An optimistic cart found a row's version moved since its read: repeat. */
 #define CART_VERSION_MISS (-51)
+/* A read-modify-write cart found a row reseeded since its read (on any
+ * instance): its computed values belong to the old stock, nothing written. */
+#define CART_RESEEDED (-52)
 
 /* A conflict MySQL answered, counted by kind before the rollback. */
 static void cart_conflict(const char *guard_name, const struct db_conn *db,
@@ -142,8 +145,11 @@ static long long cart_take_rows(const struct deduct_env *env, const struct cart 
             t[k].before = left + t[k].qty;
         } else {
             /* row-lock: the locking read; the others: a plain read */
-            int found = store_read(env->db, t[k].sku, style == CART_STYLE_ROW_LOCK,
-                                   &t[k].before, &t[k].version);
+            int found = style == CART_STYLE_RMW
+                            ? store_read_seeded(env->db, t[k].sku, &t[k].before, &t[k].version,
+                                                &t[k].seeds)
+                            : store_read(env->db, t[k].sku, style == CART_STYLE_ROW_LOCK,
+                                         &t[k].before, &t[k].version);
             if (found <= 0) {
                 if (found == 0) {
                     db_rollback(env->db);
@@ -174,10 +180,14 @@ static long long cart_write(const char *guard_name, const struct deduct_env *env
             for (int i = 0; i < c->nlines && n > 0; i++)
                 if (strcmp(c->line[i].sku, t[k].sku) == 0)
                     n = store_take_unchecked(env->db, t[k].sku, c->line[i].qty);
-        } else if (style == CART_STYLE_ROW_LOCK || style == CART_STYLE_RMW) {
+        } else if (style == CART_STYLE_ROW_LOCK) {
             /* 0 rows: our transaction is gone (see store_set_stock) */
             if ((n = store_set_stock(env->db, t[k].sku, t[k].before - t[k].qty)) == 0)
                 n = DB_ERETRY;
+        } else if (style == CART_STYLE_RMW) {
+            n = store_set_stock_seeded(env->db, t[k].sku, t[k].before - t[k].qty, t[k].seeds);
+            if (n == 0)
+                n = CART_RESEEDED;
         } else if (style == CART_STYLE_VERSION) {
             n = store_set_stock_if_version(env->db, t[k].sku, t[k].before - t[k].qty,
                                            t[k].version);
@@ -185,6 +195,8 @@ static long long cart_write(const char *guard_name, const struct deduct_env *env
                 n = CART_VERSION_MISS;
         }
     }
+    if (n == 0)                /* the row read a moment ago is gone */
+        return DB_ERETRY;
     cart_fill_remaining(c, t, nt, res);
     for (int i = 0; i < c->nlines && n > 0; i++)
         n = store_ledger_insert_line(env->db, c->req.order_id, i, c->line[i].sku,
@@ -223,6 +235,14 @@ static int cart_attempt(const char *guard_name, const struct deduct_env *env,
     if (n == DB_ERETRY)
         cart_conflict(guard_name, env->db, res);
     db_rollback(env->db);
+    if (n == CART_RESEEDED) {
+        metrics_add("lab_reseeded_during_sale_total", "", 1);
+        res->base.outcome = DEDUCT_UNAVAILABLE;
+        snprintf(res->base.detail, sizeof(res->base.detail),
+                 "a SKU of the cart was reseeded while the cart held it; nothing was sold: "
+                 "repeat it");
+        return 0;
+    }
     if (n == DB_ERETRY || n == CART_VERSION_MISS)
         return DB_ERETRY;
     if (n == DB_EDUP) {                /* a repeat of the order landed first */
