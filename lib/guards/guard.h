@@ -11,6 +11,7 @@
 #define LAB_GUARD_H
 
 #include "base/config.h"
+#include "stock/cart.h"
 #include "stock/deduct.h"
 #include "stock/txn.h"
 
@@ -146,6 +147,12 @@ struct guard {
      * returns 0; never blocks past its bounds. */
     int (*deduct)(const struct guard *self, const struct deduct_env *env,
                   const struct deduct_req *req, struct deduct_res *res);
+    /* Optional, the guards that sell carts: sell every line of c all or
+     * nothing (stock/cart.h: stock_cart_sell), res filled; returns 0. The
+     * order id is checked by it, not before. A guard without it answers a
+     * cart with a 400 naming the guards that have it. */
+    int (*deduct_cart)(const struct guard *self, const struct deduct_env *env,
+                       const struct cart *c, struct cart_res *res);
     /* Optional, the lock guards: run work(ctx, env, req, res) while holding
      * this guard's lock for req->sku, taken with req->lock_wait_ms and
      * its own options (guard_opts: lease, watchdog, ...) within req->deadline.
@@ -251,6 +258,18 @@ static inline int guard_rmw_work(void *guard_name, const struct deduct_env *env,
 {
     return stock_rmw((const char *)guard_name, env, req, res);
 }
+
+/* ---- carts (core/cart_entry.c) ---------------------------------------- */
+
+/* Sell cart c under g (g->deduct_cart), with every SKU marked in flight
+ * (a reseed waits for it) and the deduction metrics of one sale; env with
+ * a live MySQL connection. A guard without deduct_cart: DEDUCT_BAD_REQUEST
+ * naming the guards that have it, env not looked at (may be NULL). Fills
+ * res; returns 0. */
+int guard_deduct_cart(const struct guard *g, const struct deduct_env *env,
+                      const struct cart *c, struct cart_res *res);
+/* "for-update, conditional-update": the guards that sell carts. */
+const char *guard_cart_names(void);
 
 /* ---- registry (registry.c) ------------------------------------------- */
 

@@ -79,6 +79,13 @@ static int conditional_deduct(const struct guard *self, const struct deduct_env 
     return 0;
 }
 
+/* A cart: every row in one transaction, in sorted SKU order (stock/cart.h). */
+static int conditional_cart(const struct guard *self, const struct deduct_env *env,
+                            const struct cart *c, struct cart_res *res)
+{
+    return stock_cart_sell(self->name, env, c, CART_STYLE_CONDITIONAL, res);
+}
+
 const struct guard guard_conditional_update = {
     .name = "conditional-update",
     .how = "one statement: UPDATE ... SET stock=stock-? WHERE sku=? AND stock>=?",
@@ -87,5 +94,6 @@ const struct guard guard_conditional_update = {
     /* A repeated order id fails the ledger insert, or is found by the
      * refusal paths (stock_refused): no ledger read before every sale. */
     .own_idempotency = 1,
+    .deduct_cart = conditional_cart,
     .deduct = conditional_deduct,
 };

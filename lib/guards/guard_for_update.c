@@ -83,6 +83,13 @@ static int for_update_deduct(const struct guard *self, const struct deduct_env *
     return 0;
 }
 
+/* A cart: every row in one transaction, in sorted SKU order (stock/cart.h). */
+static int for_update_cart(const struct guard *self, const struct deduct_env *env,
+                           const struct cart *c, struct cart_res *res)
+{
+    return stock_cart_sell(self->name, env, c, CART_STYLE_ROW_LOCK, res);
+}
+
 const struct guard guard_for_update = {
     .name = "for-update",
     .how = "SELECT ... FOR UPDATE inside a transaction (row lock until COMMIT)",
@@ -91,5 +98,6 @@ const struct guard guard_for_update = {
     /* A repeated order id fails the ledger insert, or is found by the
      * refusal paths (stock_refused): no ledger read before every sale. */
     .own_idempotency = 1,
+    .deduct_cart = for_update_cart,
     .deduct = for_update_deduct,
 };

@@ -13,6 +13,7 @@
 #include <stdatomic.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <time.h>
 
 #define MUTEX_STRIPES 256
@@ -34,6 +35,20 @@ static unsigned stripe_of(const char *sku)
     return h % MUTEX_STRIPES;
 }
 
+/* The absolute time a lock wait of ms milliseconds gives up at. */
+static struct timespec wait_until(long ms)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += ms / 1000;
+    until.tv_nsec += (ms % 1000) * 1000000L;
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    return until;
+}
+
 /* Within this process only: a release on another instance does not see
  * this mutex, which is the cross-instance race `mutex` exists to show. */
 static int mutex_locked(const struct guard *self, const struct deduct_env *env,
@@ -42,14 +57,7 @@ static int mutex_locked(const struct guard *self, const struct deduct_env *env,
 {
     const struct lock_req_opts *lo = lock_opts_of(req);
     pthread_mutex_t *m = &stripes[stripe_of(req->sku)];
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += req->lock_wait_ms / 1000;
-    until.tv_nsec += (req->lock_wait_ms % 1000) * 1000000L;
-    if (until.tv_nsec >= 1000000000L) {
-        until.tv_sec++;
-        until.tv_nsec -= 1000000000L;
-    }
+    struct timespec until = wait_until(req->lock_wait_ms);
     double t0 = util_now();
     int rc = pthread_mutex_timedlock(m, &until);
     res->lock_wait_s = util_now() - t0;
@@ -83,6 +91,74 @@ static int mutex_deduct(const struct guard *self, const struct deduct_env *env,
     return 0;
 }
 
+static int stripe_cmp(const void *a, const void *b)
+{
+    unsigned x = *(const unsigned *)a, y = *(const unsigned *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The stripes of c's SKUs, each once (a stripe is not recursive: taking
+ * it twice would wait on ourselves): ascending, or in the cart's order
+ * when c->order is AS_GIVEN. Returns the count. */
+static int cart_stripes(const struct cart *c, unsigned *out)
+{
+    struct cart_touch t[CART_LINES_MAX];
+    int nt = cart_plan(c, t), n = 0;
+    for (int k = 0; k < nt; k++) {
+        unsigned s = stripe_of(t[k].sku);
+        int i = 0;
+        while (i < n && out[i] != s)
+            i++;
+        if (i == n)
+            out[n++] = s;
+    }
+    if (c->order == CART_ORDER_SORTED)
+        qsort(out, (size_t)n, sizeof(*out), stripe_cmp);
+    return n;
+}
+
+/* A cart: every SKU's stripe taken in ascending order (as-given: in the
+ * cart's order, on which two crossed carts of this process wait for each
+ * other until lock_wait_ms runs out), a stripe not taken in time releases
+ * the ones taken and sells nothing; then the bare read-modify-write of
+ * every line in one transaction. Across instances it still races. */
+static int mutex_cart(const struct guard *self, const struct deduct_env *env,
+                      const struct cart *c, struct cart_res *res)
+{
+    if (lock_opts_of(&c->req)->fencing) {
+        res->base.outcome = DEDUCT_BAD_REQUEST;
+        snprintf(res->base.detail, sizeof(res->base.detail),
+                 "fencing is not offered for carts (one token, several rows)");
+        return 0;
+    }
+    unsigned stripe[CART_LINES_MAX];
+    int n = cart_stripes(c, stripe), taken = 0, rc = 0;
+    struct timespec until = wait_until(c->req.lock_wait_ms);
+    /* hold_ms in equal parts after each stripe, as the MySQL guards spend
+     * it after each row: the per-item work done while holding the items */
+    struct cart held = *c;
+    held.req.hold_ms = 0;
+    double t0 = util_now(), slept = 0;
+    while (taken < n && (rc = pthread_mutex_timedlock(&stripes[stripe[taken]], &until)) == 0) {
+        taken++;
+        double s0 = util_now();
+        util_sleep_ms(c->req.hold_ms / n);
+        slept += util_now() - s0;
+    }
+    res->base.lock_wait_s = util_now() - t0 - slept;
+    if (taken < n) {
+        res->base.outcome = rc == ETIMEDOUT ? DEDUCT_LOCK_TIMEOUT : DEDUCT_INTERNAL;
+        snprintf(res->base.detail, sizeof(res->base.detail),
+                 "in-process locks of the cart not all acquired within %ld ms (%d of %d); "
+                 "nothing was sold", c->req.lock_wait_ms, taken, n);
+    } else if (!guard_deadline_passed(&c->req, &res->base)) {
+        stock_cart_sell(self->name, env, &held, CART_STYLE_RMW, res);
+    }
+    while (taken-- > 0)
+        pthread_mutex_unlock(&stripes[stripe[taken]]);
+    return 0;
+}
+
 /* Its fence is a per-process counter (see API.md: fencing). */
 static const struct guard_field mutex_fields[] = {LOCK_FIELD_FENCING};
 
@@ -99,5 +175,6 @@ const struct guard guard_mutex = {
     .opts_size = sizeof(struct lock_req_opts),
     .opts_default = &lock_req_opts_default,
     .deduct = mutex_deduct,
+    .deduct_cart = mutex_cart,
     .locked = mutex_locked,
 };

@@ -12,6 +12,14 @@ static int none_deduct(const struct guard *self, const struct deduct_env *env, c
     return 0;
 }
 
+/* A cart: the same bare read-modify-write, every line in one transaction:
+ * two carts on one SKU still race, as the guard means to show. */
+static int none_cart(const struct guard *self, const struct deduct_env *env,
+                     const struct cart *c, struct cart_res *res)
+{
+    return stock_cart_sell(self->name, env, c, CART_STYLE_RMW, res);
+}
+
 const struct guard guard_none = {
     .name = "none",
     .how = "read stock, compute in C, write it back (read-modify-write)",
@@ -20,5 +28,6 @@ const struct guard guard_none = {
     /* A repeated order id fails the ledger insert, or is found by the
      * refusal paths (stock_refused): no ledger read before every sale. */
     .own_idempotency = 1,
+    .deduct_cart = none_cart,
     .deduct = none_deduct,
 };

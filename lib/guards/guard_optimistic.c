@@ -80,6 +80,14 @@ static int optimistic_deduct(const struct guard *self, const struct deduct_env *
     return 0;
 }
 
+/* A cart: plain reads, then one transaction of version-checked writes in
+ * sorted SKU order; a miss starts the cart again (stock/cart.h). */
+static int optimistic_cart(const struct guard *self, const struct deduct_env *env,
+                           const struct cart *c, struct cart_res *res)
+{
+    return stock_cart_sell(self->name, env, c, CART_STYLE_VERSION, res);
+}
+
 const struct guard guard_optimistic = {
     .name = "optimistic",
     .how = "version column compare-and-set, bounded retries with jittered backoff",
@@ -88,5 +96,6 @@ const struct guard guard_optimistic = {
     /* A repeated order id fails the ledger insert, or is found by the
      * refusal paths (stock_refused): no ledger read before every sale. */
     .own_idempotency = 1,
+    .deduct_cart = optimistic_cart,
     .deduct = optimistic_deduct,
 };

@@ -295,7 +295,7 @@ static int redis_decr_deduct(const struct guard *self, const struct deduct_env *
         struct ledger_row row;
         int rc = store_ledger_get(env->db, req->order_id, 0, &row);
         if (rc == 1)
-            stock_fill_duplicate(&row, req, res);
+            stock_answer_repeat(env, &row, req, res);
         else if (rc < 0)
             stock_db_failure(env->db, rc, res);
         else

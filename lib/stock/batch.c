@@ -67,7 +67,7 @@ static int answer_ledger_duplicates(const struct deduct_env *env, struct batch_i
             return 1;
         }
         if (rc == 1) {
-            stock_fill_duplicate(&row, take[i]->req, take[i]->res);
+            stock_answer_repeat(env, &row, take[i]->req, take[i]->res);
             take[i]->answered = 1;
             found++;
         }
@@ -88,7 +88,7 @@ static int answer_unless_repeat(const struct deduct_env *env, struct batch_item 
     if (rc < 0)
         return rc;
     if (rc == 1) {
-        stock_fill_duplicate(&row, it->req, it->res);
+        stock_answer_repeat(env, &row, it->req, it->res);
         it->answered = 1;
     } else {
         answer(it, o, remaining, NULL);

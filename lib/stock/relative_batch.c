@@ -84,7 +84,7 @@ static int ledger_duplicates(const struct deduct_env *env, struct relative_item 
         for (int k = 0; k < nall; k++)
             if (!all[k].answered &&
                 strcmp(all[k].req->order_id, take[i]->req->order_id) == 0) {
-                stock_fill_duplicate(&row, all[k].req, all[k].res);
+                stock_answer_repeat(env, &row, all[k].req, all[k].res);
                 answer(&all[k], STOCK_NOT_COMMITTED);
                 found++;
             }

@@ -136,11 +136,12 @@ int req_deduct_from(json_t *o, const struct req_defaults *d, struct deduct_req *
         get_int(o, "hold_ms", 0, REQ_HOLD_MAX_MS, &hold, err, errlen) ||
         get_int(o, "lock_wait_ms", 0, REQ_LOCK_WAIT_MAX_MS, &wait, err, errlen))
         return -1;
-    if (!sku) {
+    /* A cart names its SKUs in "lines" (cart_from), the sale then has none. */
+    if (!sku && !json_object_get(o, "lines")) {
         snprintf(err, errlen, "sku is required");
         return -1;
     }
-    if (req_check_id("sku", sku, err, errlen) ||
+    if ((sku && req_check_id("sku", sku, err, errlen)) ||
         (order_id && req_check_id("order_id", order_id, err, errlen)) ||
         (user_id && req_check_id("user_id", user_id, err, errlen)))
         return -1;
@@ -148,7 +149,8 @@ int req_deduct_from(json_t *o, const struct req_defaults *d, struct deduct_req *
         snprintf(err, errlen, "guard must be a guard name (see GET /guards)");
         return -1;
     }
-    snprintf(out->sku, sizeof(out->sku), "%s", sku);
+    if (sku)
+        snprintf(out->sku, sizeof(out->sku), "%s", sku);
     if (order_id)
         snprintf(out->order_id, sizeof(out->order_id), "%s", order_id);
     if (user_id)
@@ -172,6 +174,10 @@ int req_parse_deduct(const char *body, size_t len, const struct req_defaults *d,
     if (!o)
         return -1;
     int rc = req_deduct_from(o, d, out, guard, guardlen, err, errlen);
+    if (rc == 0 && !out->sku[0]) {   /* "lines": a cart, not this parser's */
+        snprintf(err, errlen, "sku is required");
+        rc = -1;
+    }
     const char *key;
     json_t *v;
     json_object_foreach(o, key, v) {

@@ -349,3 +349,49 @@ long long store_take_floor(struct db_conn *db, const char *sku, long long qty)
     return db_run(db, "UPDATE inventory SET stock=GREATEST(stock-?, 0), version=version+1 "
                       "WHERE sku=?", "ls", "", qty, sku);
 }
+
+/* ---- carts -------------------------------------------------------------- */
+
+long long store_ledger_insert_line(struct db_conn *db, const char *order_id, int line,
+                                   const char *sku, long long qty, long long remaining,
+                                   const char *guard, const char *instance)
+{
+    return db_run(db, "INSERT INTO ledger (order_id, line, sku, qty, remaining, guard, instance) "
+                      "VALUES (?, ?, ?, ?, ?, ?, ?)", "sisllss", "",
+                  order_id, line, sku, qty, remaining, guard, instance);
+}
+
+long long store_ledger_count(struct db_conn *db, const char *order_id)
+{
+    long long count = 0;
+    long long n = db_run(db, "SELECT COUNT(*) FROM ledger WHERE order_id=?", "s", "l",
+                         order_id, &count);
+    return n < 0 ? n : count;
+}
+
+int store_ledger_get_line(struct db_conn *db, const char *order_id, int line,
+                          struct ledger_row *r)
+{
+    long long n = db_run(db, "SELECT sku, qty, remaining, guard, instance, released "
+                             "FROM ledger WHERE order_id=? AND line=?", "si", "sllssi",
+                         order_id, line, r->sku, sizeof(r->sku), &r->qty, &r->remaining,
+                         r->guard, sizeof(r->guard), r->instance, sizeof(r->instance),
+                         &r->released);
+    return n < 0 ? (int)n : n > 0;
+}
+
+long long store_take_unchecked(struct db_conn *db, const char *sku, long long qty)
+{
+    return db_run(db, "UPDATE inventory SET stock=stock-?, version=version+1 WHERE sku=?",
+                  "ls", "", qty, sku);
+}
+
+long long store_release_line(struct db_conn *db, const char *order_id, int line)
+{
+    long long n = db_run(db, "UPDATE inventory i JOIN ledger l ON l.sku = i.sku "
+                             "SET i.stock = i.stock + l.qty, i.version = i.version + 1, "
+                             "l.released = 1 "
+                             "WHERE l.order_id=? AND l.line=? AND l.released=0",
+                         "si", "", order_id, line);
+    return n < 0 ? n : n > 0;
+}

@@ -137,4 +137,26 @@ long long store_ledger_insert_ignore(struct db_conn *db, const char *order_id,
  * MySQL did not have): 1 written, 0 no such SKU, or a negative code. */
 long long store_take_floor(struct db_conn *db, const char *sku, long long qty);
 
+
+/* ---- carts (stock/cart_txn.c): one ledger row per line ------------------ */
+
+/* The ledger row of line `line` of a cart order, inside the caller's
+ * transaction: 1 inserted, DB_EDUP when the order id already has that
+ * line, or a negative DB_E* code. */
+long long store_ledger_insert_line(struct db_conn *db, const char *order_id, int line,
+                                   const char *sku, long long qty, long long remaining,
+                                   const char *guard, const char *instance);
+/* How many ledger rows (lines) order_id has: >= 0, or a negative DB_E* code. */
+long long store_ledger_count(struct db_conn *db, const char *order_id);
+/* Line `line` of order_id: 1 found, 0 not, or a negative DB_E* code. */
+int store_ledger_get_line(struct db_conn *db, const char *order_id, int line,
+                          struct ledger_row *row);
+/* stock -= qty without a check (the per-line cart variant's write, which
+ * trusted an earlier read): 1 written, 0 no such SKU, or DB_E*. */
+long long store_take_unchecked(struct db_conn *db, const char *sku, long long qty);
+/* Give back the units of line `line` of order_id and mark that row
+ * released, once: 1 done, 0 no such unreleased line, or DB_E*. Inside the
+ * caller's transaction (a cart's release gives every line back at once). */
+long long store_release_line(struct db_conn *db, const char *order_id, int line);
+
 #endif

@@ -41,6 +41,21 @@ void stock_fill_duplicate(const struct ledger_row *row, const struct deduct_req 
     snprintf(res->instance, sizeof(res->instance), "%s", row->instance);
 }
 
+void stock_answer_repeat(const struct deduct_env *env, const struct ledger_row *row,
+                         const struct deduct_req *req, struct deduct_res *res)
+{
+    long long lines = store_ledger_count(env->db, req->order_id);
+    if (lines < 0) {
+        stock_db_failure(env->db, (int)lines, res);
+    } else if (lines > 1) {
+        res->outcome = DEDUCT_ORDER_CONFLICT;
+        snprintf(res->detail, sizeof(res->detail),
+                 "order_id already names a cart of %lld lines", lines);
+    } else {
+        stock_fill_duplicate(row, req, res);
+    }
+}
+
 /* A repeated order_id can race past the first check; the unique key then
  * refuses the insert and we answer with the first sale. */
 void stock_conflict_duplicate(const struct deduct_env *env, const struct deduct_req *req,
@@ -49,7 +64,7 @@ void stock_conflict_duplicate(const struct deduct_env *env, const struct deduct_
     struct ledger_row row;
     int rc = store_ledger_get(env->db, req->order_id, 0, &row);
     if (rc == 1)
-        stock_fill_duplicate(&row, req, res);
+        stock_answer_repeat(env, &row, req, res);
     else if (rc < 0)
         stock_db_failure(env->db, rc, res);
     else {
@@ -65,7 +80,7 @@ void stock_refused(const struct deduct_env *env, const struct deduct_req *req,
         return;
     struct ledger_row row;
     if (store_ledger_get(env->db, req->order_id, 0, &row) == 1)
-        stock_fill_duplicate(&row, req, res);
+        stock_answer_repeat(env, &row, req, res);
 }
 
 /* A failed transaction step: roll back and say why. */

@@ -57,6 +57,13 @@ int stock_record_relative_seeded(const char *guard_name, const struct deduct_env
                                  const struct deduct_req *req, long long seeds,
                                  struct deduct_res *res);
 
+/* A repeat of req->order_id whose ledger row is `row`: stock_fill_duplicate,
+ * unless the order id names a cart of several lines (stock/cart.h), which
+ * a single-SKU sale never repeats: ORDER_CONFLICT. One more ledger read
+ * (the repeat path only); when it fails, res is the MySQL failure. */
+void stock_answer_repeat(const struct deduct_env *env, const struct ledger_row *row,
+                         const struct deduct_req *req, struct deduct_res *res);
+
 /* The first sale of a ledger row, as a DUPLICATE result — or, when `req`
  * asks for another SKU or quantity under the same order id, an
  * ORDER_CONFLICT (an order id names one sale, never two). */

@@ -199,18 +199,68 @@ static void run_deduct(const struct inv_conf *c, struct route_call *call,
     answer_deduct(dr, &r, resp);
 }
 
+static void answer_cart(const struct cart *cart, const struct cart_res *r,
+                        struct http_resp *resp)
+{
+    if (r->base.outcome == DEDUCT_SOLD || r->base.outcome == DEDUCT_DUPLICATE) {
+        http_json(resp, 200, cart_answer_json(cart, r));
+        return;
+    }
+    if (r->base.outcome != DEDUCT_OUT_OF_STOCK) {
+        answer_failure(&r->base, NULL, resp);
+        return;
+    }
+    json_t *j = json_pack("{s:s,s:s,s:o}", "error", "out_of_stock", "detail",
+                          "the cart was refused: nothing was sold; every short line is "
+                          "listed in \"short\"", "short", cart_short_json(r));
+    http_json(resp, 409, j);
+}
+
+/* A cart (the body's "lines"): the guard's options, the deadline, the
+ * guard's cart sale. */
+static void run_cart(const struct inv_conf *c, struct route_call *call,
+                     const struct http_req *req, struct cart *cart, const char *body_guard,
+                     json_t *body, struct http_resp *resp)
+{
+    const struct guard *g = pick_guard(c, req, body_guard, resp);
+    if (!g)
+        return;
+    struct guard_opts opts;
+    char err[512];
+    if (guard_opts_from(g, body, &opts, &cart->req.opts, err, sizeof(err)) != 0) {
+        http_error(resp, 400, "bad_request", "%s", err);
+        return;
+    }
+    if (set_deadline(req, &cart->req, resp) != 0)
+        return;
+    call->tag = g->name;
+    if (!cart->req.order_id[0])
+        util_make_id(cart->req.order_id, sizeof(cart->req.order_id), c->instance);
+    struct deduct_env env;
+    if (g->deduct_cart && env_ready(c, &env, resp) != 0)
+        return;
+    struct cart_res r;
+    guard_deduct_cart(g, g->deduct_cart ? &env : NULL, cart, &r);
+    answer_cart(cart, &r, resp);
+}
+
 static void route_deduct(void *app, struct route_call *call, const struct http_req *req,
                          struct http_resp *resp)
 {
     const struct inv_conf *c = app;
     struct req_defaults d = {c->lock_wait_ms};
-    struct deduct_req dr;
+    struct cart cart;
     char guard[32], err[256];
+    int lines = -1;
     json_t *body = req_body_object(req->body, req->body_len, err, sizeof(err));
-    if (!body || req_deduct_from(body, &d, &dr, guard, sizeof(guard), err, sizeof(err)) != 0)
+    if (!body || req_deduct_from(body, &d, &cart.req, guard, sizeof(guard), err,
+                                 sizeof(err)) != 0 ||
+        (lines = cart_from(body, &cart, err, sizeof(err))) < 0)
         http_error(resp, 400, "bad_request", "%s", err);
+    else if (lines == 0)
+        run_cart(c, call, req, &cart, guard, body, resp);
     else
-        run_deduct(c, call, req, &dr, guard, body, resp);
+        run_deduct(c, call, req, &cart.req, guard, body, resp);
     json_decref(body);
 }
 
@@ -464,10 +514,11 @@ static json_t *guards_json(const struct inv_conf *c)
     const struct guard *const *all = guard_all(&n);
     json_t *arr = json_array();
     for (size_t i = 0; i < n; i++)
-        json_array_append_new(arr, json_pack("{s:s,s:s,s:s,s:b}", "name", all[i]->name,
+        json_array_append_new(arr, json_pack("{s:s,s:s,s:s,s:b,s:b}", "name", all[i]->name,
                                              "how", all[i]->how, "expect", all[i]->expect,
                                              "safe_across_instances",
-                                             all[i]->safe_across_instances));
+                                             all[i]->safe_across_instances, "carts",
+                                             all[i]->deduct_cart != NULL));
     return json_pack("{s:s,s:o}", "default", c->guard, "guards", arr);
 }
 

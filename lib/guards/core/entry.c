@@ -54,7 +54,7 @@ int guard_deduct(const struct guard *g, const struct deduct_env *env,
     if (rc < 0)
         stock_db_failure(env->db, rc, res);
     else if (rc == 1)
-        stock_fill_duplicate(&row, req, res);
+        stock_answer_repeat(env, &row, req, res);
     else
         deduct_reserved(g, env, req, res);
 
@@ -248,6 +248,17 @@ static int release_stock(const struct deduct_env *env, const char *order_id,
         return queued_elsewhere(order_id, res);
     if (row->released)
         return STOCK_ALREADY_RELEASED;
+    /* A cart (only MySQL guards sell them: no lock, no side state) gives
+     * every line back at once. */
+    long long lines = store_ledger_count(env->db, order_id);
+    if (lines > 1)
+        rc = stock_cart_release(env->db, order_id, lines, row);
+    if (lines < 0 || (lines > 1 && rc < 0)) {
+        stock_db_failure(env->db, lines < 0 ? (int)lines : rc, res);
+        return -1;
+    }
+    if (lines > 1)
+        return rc;
     const struct guard *g = guard_find(row->guard);
     struct release_work w = {order_id, row, 0};
     if (!g || !g->locked) {

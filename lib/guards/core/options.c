@@ -96,7 +96,7 @@ int guard_opts_from(const struct guard *g, json_t *o, struct guard_opts *store,
     json_t *v;
     int rc = 0;
     json_object_foreach(o, key, v) {
-        if (req_deduct_field(key))
+        if (req_deduct_field(key) || cart_field(key))   /* the sale's, a cart's */
             continue;
         size_t i = 0;
         while (i < g->nfields && strcmp(g->fields[i].name, key) != 0)
