@@ -356,9 +356,20 @@ long long store_ledger_insert_line(struct db_conn *db, const char *order_id, int
                                    const char *sku, long long qty, long long remaining,
                                    const char *guard, const char *instance)
 {
-    return db_run(db, "INSERT INTO ledger (order_id, line, sku, qty, remaining, guard, instance) "
-                      "VALUES (?, ?, ?, ?, ?, ?, ?)", "sisllss", "",
-                  order_id, line, sku, qty, remaining, guard, instance);
+    /* Inside the cart's transaction only, as store_ledger_insert: a line
+     * whose transaction a Galera brute-force abort took is refused
+     * (DB_ERETRY), never written alone in autocommit. */
+    if (db->dialect == DB_DIALECT_MYSQL)
+        return ledger_refused(db, db_run(db, "INSERT INTO ledger (order_id, line, sku, qty, "
+                                             "remaining, guard, instance) SELECT ?, ?, ?, ?, ?, "
+                                             "?, ? FROM DUAL WHERE " DB_IN_OUR_TXN,
+                                         "sisllssl", "", order_id, line, sku, qty, remaining,
+                                         guard, instance, db->txn_seq));
+    return ledger_refused(db, db_run(db, "INSERT INTO ledger (order_id, line, sku, qty, "
+                                         "remaining, guard, instance) SELECT ?, ?, ?, ?, ?, ?, ? "
+                                         "FROM DUAL WHERE @@in_transaction = 1",
+                                     "sisllss", "", order_id, line, sku, qty, remaining, guard,
+                                     instance));
 }
 
 long long store_ledger_count(struct db_conn *db, const char *order_id)
