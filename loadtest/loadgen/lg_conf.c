@@ -58,8 +58,9 @@ static const struct cfg_opt lg_opts[] = {
      "re-send a request that timed out or whose connection was reset, at most N times, on a "
      "new connection (the same bytes: the same {seq}, order_id and Idempotency-Key)"},
     {"retry-new-ids", NULL, CFG_BOOL, "false", 0, 0, OFF(retry_new_ids), 0,
-     "with --retries: each retry expands the placeholders again ({seq} + k*10^12 for the k-th "
-     "retry, new {uuid}/{rand}/{zipf}): a careless client whose retry carries a new order_id"},
+     "with --retries: each retry expands the templates again, the same {seq} but new "
+     "{uuid}/{rand}/{zipf} draws: a careless client whose retry carries a new order_id "
+     "(e.g. \"order_id\":\"o-{uuid}\")"},
     {"url", NULL, CFG_STR, "", 0, 0, OFF(repeat_shown), SZ(repeat_shown),
      "(-u) target URL, repeatable; positional URLs work too"},
     {"header", NULL, CFG_STR, "", 0, 0, OFF(repeat_shown), SZ(repeat_shown),

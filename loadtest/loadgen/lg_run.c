@@ -27,7 +27,6 @@
 #define LG_TICK_MS    100      /* longest sleep: how fast a stop is seen */
 #define LG_BACKOFF_MIN_US 10000
 #define LG_BACKOFF_MAX_US 500000
-#define LG_RETRY_SEQ_STRIDE 1000000000000ull   /* --retry-new-ids: {seq} of the k-th retry */
 
 enum conn_state {
     C_DOWN,        /* no socket; reconnect at due */
@@ -342,8 +341,9 @@ static void conn_send(struct lg_conn *c, uint64_t now)
 
 /* Send the request in flight again (--retries). Its latency still counts
  * from the first attempt, as the client waits from there. The same bytes,
- * or with --retry-new-ids the templates expanded again under another
- * {seq}, as a client that rebuilds its request does. */
+ * or with --retry-new-ids the templates expanded again, as a client that
+ * rebuilds its request does: the same {seq} (the same buyer and item), new
+ * {uuid}, {rand} and {zipf} draws (an order_id made of them is new). */
 static void conn_resend(struct lg_conn *c, uint64_t now)
 {
     struct lg_worker *w = c->w;
@@ -351,7 +351,6 @@ static void conn_resend(struct lg_conn *c, uint64_t now)
     c->resend = 0;
     uint64_t seq = c->seq;
     if (p->retry_new_ids) {
-        seq += (uint64_t)c->attempt * LG_RETRY_SEQ_STRIDE;
         long len = build_request(c, seq);
         if (len < 0) {
             conn_finish(c);

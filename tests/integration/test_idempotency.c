@@ -9,6 +9,7 @@
 #include "itest.h"
 
 #include <pthread.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -217,6 +218,73 @@ static void test_racing_repeats_sell_once(void **state)
     assert_int_equal(placed_orders("I-race"), 1);
 }
 
+/* loadgen as a client whose deadline (200 ms) is shorter than each sale
+ * (hold_ms 400): every first attempt times out, the sale goes on, and the
+ * client retries twice. Buyer n buys one unit of its own SKU "<sku>-n", so
+ * that the sales do not queue on one row lock. Returns the buyers with a
+ * placed order, and the placed orders in *orders. */
+enum { RETRY_BUYERS = 12 };
+
+static long long retrying_buyers(const char *sku, const char *extra, const char *body,
+                                 long long *orders)
+{
+    char bin[512], cmd[2048], one[96], sql[512];
+    assert_int_equal(it_stack_env("BIN", bin, sizeof(bin)), 0);
+    for (int n = 0; n < RETRY_BUYERS; n++) {
+        snprintf(one, sizeof(one), "%s-%d", sku, n);
+        assert_int_equal(it_seed(one, 1000), 200);
+    }
+    snprintf(cmd, sizeof(cmd), "'%s/loadgen' -t 1 -c 4 -n %d --timeout 200ms --retries 2 "
+             "%s -b '%s' --progress off '%s/orders' > '%s/logs/loadgen-%s.log' 2>&1", bin,
+             RETRY_BUYERS, extra, body, it.order, it.stack_dir, sku);
+    assert_int_equal(system(cmd), 0);
+    it_sleep_us(3000 * 1000);   /* the sales the client gave up on finish */
+    snprintf(sql, sizeof(sql), "SELECT COUNT(*) FROM db_order.orders WHERE sku LIKE '%s-%%' "
+             "AND status='placed'", sku);
+    *orders = it_sql_value(sql);
+    snprintf(sql, sizeof(sql), "SELECT COUNT(DISTINCT user_id) FROM db_order.orders "
+             "WHERE sku LIKE '%s-%%' AND status='placed'", sku);
+    long long buyers = it_sql_value(sql);
+    snprintf(sql, sizeof(sql), "SELECT COUNT(*) FROM db_shopping.ledger WHERE sku LIKE '%s-%%' "
+             "AND released=0", sku);
+    long long sold = it_sql_value(sql);
+    fprintf(stderr, "%s: %lld buyers, %lld placed orders, %lld ledger sales\n", sku, buyers,
+            *orders, sold);
+    assert_int_equal(sold, *orders);   /* every sale has its order, none is stranded */
+    return buyers;
+}
+
+static void test_client_retries_double_buy_without_keys(void **state)
+{
+    long long orders;
+    /* no order_id: each retry is a new order */
+    long long buyers = retrying_buyers(
+        "IRplain", "", "{\"sku\":\"IRplain-{seq}\",\"user_id\":\"u-{seq}\","
+        "\"guard\":\"for-update\",\"hold_ms\":400}", &orders);
+    assert_int_equal(buyers, RETRY_BUYERS);
+    assert_true(orders > buyers);
+    /* an order_id, but the careless client draws a new one per attempt */
+    buyers = retrying_buyers(
+        "IRnew", "--retry-new-ids", "{\"sku\":\"IRnew-{seq}\",\"user_id\":\"u-{seq}\","
+        "\"order_id\":\"r-{uuid}\",\"guard\":\"for-update\",\"hold_ms\":400}", &orders);
+    assert_int_equal(buyers, RETRY_BUYERS);
+    assert_true(orders > buyers);
+}
+
+static void test_client_retries_with_keys_buy_once(void **state)
+{
+    long long orders;
+    char extra[128];
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    snprintf(extra, sizeof(extra), "-H 'Idempotency-Key: k%lld-{seq}'", (long long)ts.tv_sec);
+    long long buyers = retrying_buyers(
+        "IRkey", extra, "{\"sku\":\"IRkey-{seq}\",\"user_id\":\"u-{seq}\","
+        "\"guard\":\"for-update\",\"hold_ms\":400}", &orders);
+    assert_int_equal(buyers, RETRY_BUYERS);
+    assert_int_equal(orders, buyers);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -227,6 +295,8 @@ int main(void)
         cmocka_unit_test(test_malformed_key_is_400),
         cmocka_unit_test(test_without_key_unchanged),
         cmocka_unit_test(test_racing_repeats_sell_once),
+        cmocka_unit_test(test_client_retries_double_buy_without_keys),
+        cmocka_unit_test(test_client_retries_with_keys_buy_once),
     };
     return cmocka_run_group_tests(tests, group_setup, NULL);
 }
