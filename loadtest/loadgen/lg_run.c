@@ -53,6 +53,7 @@ struct lg_conn {
     uint32_t id;             /* the connection's index: its process in --history */
     long op;                 /* its open --history operation, -1 if none */
     uint64_t seq;            /* {seq} of the request in flight */
+    uint64_t req_rng;        /* the random state it was expanded from (--history) */
     unsigned attempt;        /* retries of it made so far (--retries) */
     int resend;              /* send it again as soon as connected */
     char *wbuf;
@@ -321,6 +322,7 @@ static void conn_send(struct lg_conn *c, uint64_t now)
     }
     if (p->history)
         c->op = lg_oplog_begin(&w->oplog, c->id, seq, w->rng, now);
+    c->req_rng = w->rng;
     long len = build_request(c, seq);
     if (len < 0) {
         conn_finish(c);
@@ -351,6 +353,7 @@ static void conn_resend(struct lg_conn *c, uint64_t now)
     c->resend = 0;
     uint64_t seq = c->seq;
     if (p->retry_new_ids) {
+        c->req_rng = w->rng;
         long len = build_request(c, seq);
         if (len < 0) {
             conn_finish(c);
@@ -358,8 +361,8 @@ static void conn_resend(struct lg_conn *c, uint64_t now)
         }
         c->wlen = (size_t)len;
     }
-    if (p->history)
-        c->op = lg_oplog_begin(&w->oplog, c->id, seq, w->rng, now);
+    if (p->history)   /* each attempt is an operation of its own */
+        c->op = lg_oplog_begin(&w->oplog, c->id, seq, c->req_rng, now);
     start_request(c, now);
 }
 
