@@ -54,6 +54,13 @@ static const struct cfg_opt lg_opts[] = {
      "print (and put in --json) the full latency distribution"},
     {"progress", "LG_PROGRESS", CFG_STR, "auto", 0, 0, OFF(progress), SZ(progress),
      "progress line on stderr: auto (when a terminal), on, off"},
+    {"retries", "LG_RETRIES", CFG_INT, "0", 0, 100, OFF(retries), 0,
+     "re-send a request that timed out or whose connection was reset, at most N times, on a "
+     "new connection (the same bytes: the same {seq}, order_id and Idempotency-Key)"},
+    {"retry-new-ids", NULL, CFG_BOOL, "false", 0, 0, OFF(retry_new_ids), 0,
+     "with --retries: each retry expands the templates again, the same {seq} but new "
+     "{uuid}/{rand}/{zipf} draws: a careless client whose retry carries a new order_id "
+     "(e.g. \"order_id\":\"o-{uuid}\")"},
     {"url", NULL, CFG_STR, "", 0, 0, OFF(repeat_shown), SZ(repeat_shown),
      "(-u) target URL, repeatable; positional URLs work too"},
     {"header", NULL, CFG_STR, "", 0, 0, OFF(repeat_shown), SZ(repeat_shown),
@@ -417,6 +424,12 @@ struct lg_plan *lg_plan_create(const struct lg_conf *c, int resolve)
     p->rate = (double)c->rate;
     p->history = c->history[0] ? c->history : NULL;
     p->seed = (uint64_t)c->seed;
+    p->retries = (unsigned)c->retries;
+    p->retry_new_ids = c->retry_new_ids;
+    if (p->retry_new_ids && !p->retries) {
+        snprintf(p->errstr, sizeof p->errstr, "--retry-new-ids needs --retries N (N > 0)");
+        goto out;
+    }
     p->progress = !strcmp(c->progress, "on") || (!strcmp(c->progress, "auto") && isatty(2));
     p->targets = calloc(c->nurls, sizeof *p->targets);
     if (!p->targets)

@@ -22,6 +22,8 @@ struct lg_conf {
     char json[1024];
     char history[1024];
     long seed;
+    long retries;              /* re-sends of one request after a timeout or reset */
+    int retry_new_ids;         /* a retry re-expands its placeholders (a careless client) */
     int latency_dist;
     char progress[8];          /* auto | on | off */
     char repeat_shown[2];      /* unused target of the -u/-H help rows */

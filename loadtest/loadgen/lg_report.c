@@ -70,6 +70,9 @@ void lg_report_text(FILE *out, const struct lg_stats *s, const struct lg_report_
             (unsigned long long)s->err_connect, (unsigned long long)s->err_read,
             (unsigned long long)s->err_write, (unsigned long long)s->err_timeout,
             (unsigned long long)s->err_parse, (unsigned long long)s->reconnects);
+    if (s->retries)
+        fprintf(out, "  retries %llu (requests sent again after a timeout or a reset)\n",
+                (unsigned long long)s->retries);
     if (s->in_flight)
         fprintf(out, "  in flight at the end %llu (sent, never answered: they may still take effect)\n",
                 (unsigned long long)s->in_flight);
@@ -185,11 +188,12 @@ void lg_report_json(FILE *out, const struct lg_stats *s, const struct lg_report_
         fprintf(out, "%s\"other\":%llu", s->ncodes ? "," : "",
                 (unsigned long long)s->codes_other);
     fprintf(out, "},\"errors\":{\"connect\":%llu,\"read\":%llu,\"write\":%llu,"
-                 "\"timeout\":%llu,\"parse\":%llu},\"reconnects\":%llu,\"in_flight\":%llu,",
+                 "\"timeout\":%llu,\"parse\":%llu},\"reconnects\":%llu,\"in_flight\":%llu,"
+                 "\"retries\":%llu,",
             (unsigned long long)s->err_connect, (unsigned long long)s->err_read,
             (unsigned long long)s->err_write, (unsigned long long)s->err_timeout,
             (unsigned long long)s->err_parse, (unsigned long long)s->reconnects,
-            (unsigned long long)s->in_flight);
+            (unsigned long long)s->in_flight, (unsigned long long)s->retries);
     fprintf(out, "\"bytes\":{\"read\":%llu,\"written\":%llu},",
             (unsigned long long)s->bytes_read, (unsigned long long)s->bytes_written);
     fprintf(out, "\"latency_ms\":{\"p50\":%.3f,\"p90\":%.3f,\"p99\":%.3f,\"p999\":%.3f,"

@@ -52,6 +52,10 @@ struct lg_conn {
     uint64_t backoff_us;
     uint32_t id;             /* the connection's index: its process in --history */
     long op;                 /* its open --history operation, -1 if none */
+    uint64_t seq;            /* {seq} of the request in flight */
+    uint64_t req_rng;        /* the random state it was expanded from (--history) */
+    unsigned attempt;        /* retries of it made so far (--retries) */
+    int resend;              /* send it again as soon as connected */
     char *wbuf;
     size_t wlen, woff;
     struct lg_http_parser parser;
@@ -130,6 +134,20 @@ static void conn_finish(struct lg_conn *c)
 
 static void conn_connect(struct lg_conn *c, uint64_t now);
 static void conn_send(struct lg_conn *c, uint64_t now);
+static void conn_resend(struct lg_conn *c, uint64_t now);
+
+/* The request in flight got no answer (a timeout, a reset, a close): with
+ * --retries left it is sent again once the connection is back. */
+static void request_unanswered(struct lg_conn *c)
+{
+    struct lg_worker *w = c->w;
+    if (c->state != C_BUSY || c->attempt >= w->plan->retries ||
+        atomic_load_explicit(&lg_stop_flag, memory_order_relaxed))
+        return;
+    c->attempt++;
+    c->resend = 1;
+    w->stats.retries++;
+}
 
 /* A connect attempt failed: back off, or give up when a count-bounded run
  * has not been able to connect for a whole timeout. */
@@ -213,6 +231,11 @@ static void conn_idle(struct lg_conn *c, uint64_t now)
         c->due = 0;
         return;
     }
+    if (c->resend) {   /* a retry is not a new request: no slot, no schedule */
+        c->due = 0;
+        conn_resend(c, now);
+        return;
+    }
     const struct lg_plan *p = w->plan;
     if (p->requests &&
         atomic_load_explicit(&lg_next_seq, memory_order_relaxed) - p->seq_start >= p->requests) {
@@ -245,10 +268,47 @@ static void conn_write(struct lg_conn *c, uint64_t now)
         }
         w->stats.err_write++;
         publish(w);
+        request_unanswered(c);
         conn_reset(c, now, LG_OP_WRITE);
         return;
     }
     want_out(c, 0);
+}
+
+/* Expand the request of seq into c->wbuf; -1 when it does not fit (which
+ * cannot happen: buffers are sized by max_len). */
+static long build_request(struct lg_conn *c, uint64_t seq)
+{
+    struct lg_worker *w = c->w;
+    const struct lg_plan *p = w->plan;
+    struct lg_tmpl_vars v = {.seq = seq, .thread = w->id, .rng = &w->rng};
+    long blen = 0;
+    if (p->body)
+        blen = lg_tmpl_expand(p->body, &v, w->body, p->body->max_len);
+    long hlen = lg_tmpl_expand(c->tgt->head, &v, c->wbuf, p->req_max);
+    if (hlen < 0 || blen < 0)
+        return -1;
+    size_t o = (size_t)hlen;
+    if (p->send_clen) {
+        o += lg_put_dec(c->wbuf + o, (uint64_t)blen);
+        memcpy(c->wbuf + o, "\r\n\r\n", 4);
+        o += 4;
+        memcpy(c->wbuf + o, w->body, (size_t)blen);
+        o += (size_t)blen;
+    }
+    return (long)o;
+}
+
+/* c->wbuf[0..wlen) is the request: put it on the wire. */
+static void start_request(struct lg_conn *c, uint64_t now)
+{
+    struct lg_worker *w = c->w;
+    lg_tl_sent(&w->tl, now);
+    lg_http_init(&c->parser, w->plan->head_method);
+    c->woff = 0;
+    c->state = C_BUSY;
+    set_due(c, now + w->plan->timeout_us);
+    conn_write(c, now);
 }
 
 static void conn_send(struct lg_conn *c, uint64_t now)
@@ -262,25 +322,15 @@ static void conn_send(struct lg_conn *c, uint64_t now)
     }
     if (p->history)
         c->op = lg_oplog_begin(&w->oplog, c->id, seq, w->rng, now);
-    struct lg_tmpl_vars v = {.seq = seq, .thread = w->id, .rng = &w->rng};
-    long blen = 0;
-    if (p->body)
-        blen = lg_tmpl_expand(p->body, &v, w->body, p->body->max_len);
-    long hlen = lg_tmpl_expand(c->tgt->head, &v, c->wbuf, p->req_max);
-    if (hlen < 0 || blen < 0) {   /* cannot happen: buffers sized by max_len */
+    c->req_rng = w->rng;
+    long len = build_request(c, seq);
+    if (len < 0) {
         conn_finish(c);
         return;
     }
-    size_t o = (size_t)hlen;
-    if (p->send_clen) {
-        o += lg_put_dec(c->wbuf + o, (uint64_t)blen);
-        memcpy(c->wbuf + o, "\r\n\r\n", 4);
-        o += 4;
-        memcpy(c->wbuf + o, w->body, (size_t)blen);
-        o += (size_t)blen;
-    }
-    c->wlen = o;
-    c->woff = 0;
+    c->seq = seq;
+    c->attempt = 0;
+    c->wlen = (size_t)len;
     if (w->interval_us > 0) {
         /* wrk2: latency counts from when the request should have gone out */
         c->start_us = (uint64_t)c->next_send;
@@ -288,11 +338,32 @@ static void conn_send(struct lg_conn *c, uint64_t now)
     } else {
         c->start_us = now;
     }
-    lg_tl_sent(&w->tl, now);
-    lg_http_init(&c->parser, p->head_method);
-    c->state = C_BUSY;
-    set_due(c, now + p->timeout_us);
-    conn_write(c, now);
+    start_request(c, now);
+}
+
+/* Send the request in flight again (--retries). Its latency still counts
+ * from the first attempt, as the client waits from there. The same bytes,
+ * or with --retry-new-ids the templates expanded again, as a client that
+ * rebuilds its request does: the same {seq} (the same buyer and item), new
+ * {uuid}, {rand} and {zipf} draws (an order_id made of them is new). */
+static void conn_resend(struct lg_conn *c, uint64_t now)
+{
+    struct lg_worker *w = c->w;
+    const struct lg_plan *p = w->plan;
+    c->resend = 0;
+    uint64_t seq = c->seq;
+    if (p->retry_new_ids) {
+        c->req_rng = w->rng;
+        long len = build_request(c, seq);
+        if (len < 0) {
+            conn_finish(c);
+            return;
+        }
+        c->wlen = (size_t)len;
+    }
+    if (p->history)   /* each attempt is an operation of its own */
+        c->op = lg_oplog_begin(&w->oplog, c->id, seq, c->req_rng, now);
+    start_request(c, now);
 }
 
 static void response_done(struct lg_conn *c, uint64_t now)
@@ -332,6 +403,7 @@ static void conn_readable(struct lg_conn *c)
                 return;
             w->stats.err_read++;
             publish(w);
+            request_unanswered(c);
             conn_reset(c, now, LG_OP_READ);
             return;
         }
@@ -344,6 +416,7 @@ static void conn_readable(struct lg_conn *c)
                 }
                 w->stats.err_read++;
                 publish(w);
+                request_unanswered(c);
             }
             conn_reset(c, now, LG_OP_READ);   /* idle keep-alive closed by the server */
             return;
@@ -451,6 +524,7 @@ static void service_timers(struct lg_worker *w, uint64_t now)
             case C_BUSY:
                 w->stats.err_timeout++;
                 publish(w);
+                request_unanswered(c);
                 conn_reset(c, now, LG_OP_TIMEOUT);
                 break;
             case C_READY:

@@ -47,6 +47,8 @@ struct lg_plan {
     struct lg_timeline *timeline;  /* NULL, or filled by lg_run (caller frees with lg_tl_free) */
     const char *history;   /* NULL, or --history FILE: every operation, written after join */
     uint64_t seed;         /* random state of {rand}/{zipf}/{uuid}; 0: from the clock */
+    unsigned retries;      /* --retries: re-sends of a request that timed out or was reset */
+    int retry_new_ids;     /* --retry-new-ids: a retry expands its templates again */
 };
 
 /* Run the plan to completion (count, duration, every connection given up,

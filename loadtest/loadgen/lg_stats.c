@@ -56,6 +56,7 @@ void lg_stats_merge(struct lg_stats *dst, const struct lg_stats *src)
     dst->err_timeout += src->err_timeout;
     dst->err_parse += src->err_parse;
     dst->reconnects += src->reconnects;
+    dst->retries += src->retries;
     dst->in_flight += src->in_flight;
     dst->bytes_read += src->bytes_read;
     dst->bytes_written += src->bytes_written;

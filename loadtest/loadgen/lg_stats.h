@@ -24,6 +24,7 @@ struct lg_stats {
     uint64_t codes_other;     /* responses whose code did not fit the table */
     uint64_t err_connect, err_read, err_write, err_timeout, err_parse;
     uint64_t reconnects;      /* new connections after the first, any cause */
+    uint64_t retries;         /* requests sent again after a timeout or a reset (--retries) */
     uint64_t in_flight;       /* requests still unanswered when the run ended */
     uint64_t bytes_read, bytes_written;
     struct lg_hist latency;   /* microseconds */

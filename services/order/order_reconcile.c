@@ -125,6 +125,8 @@ static void *reconcile_main(void *arg)
         pthread_mutex_unlock(&mu);
         struct db_conn *db = db_thread_conn(&c->db);
         int rc = db && db->my ? order_reconcile_once(c, db) : -1;
+        if (rc >= 0)   /* keys past their day; a failure is tried again next tick */
+            order_store_key_purge(db, c->reconcile_batch);
         if (rc < 0 && !warned)
             fprintf(stderr, "order: reconciler cannot read db_order (%s); retrying every "
                     "%ld ms\n", db ? db->errstr : "out of memory", c->reconcile_ms);

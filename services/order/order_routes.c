@@ -3,6 +3,7 @@
 #include "order_routes.h"
 
 #include "inventory_client.h"
+#include "order_idem.h"
 #include "order_place.h"
 #include "order_store.h"
 
@@ -57,6 +58,9 @@ static int id_field(json_t *o, const char *key, const char **out, char *err, siz
     return 0;
 }
 
+static void place_keyed(const struct order_conf *c, struct order_req *r, const char *key,
+                        const struct http_req *req, struct http_resp *resp);
+
 static void route_post_orders(void *app, struct route_call *call, const struct http_req *req,
                               struct http_resp *resp)
 {
@@ -68,7 +72,13 @@ static void route_post_orders(void *app, struct route_call *call, const struct h
         http_error(resp, 400, "bad_request", "a JSON object body is required");
         return;
     }
-    char err[256];
+    char err[256], key[ORDER_IDEM_KEY_MAX + 1];
+    const char *key_header = http_header(req, "Idempotency-Key");
+    if (key_header && order_idem_parse_key(key_header, key, err, sizeof(err)) != 0) {
+        json_decref(o);
+        http_error(resp, 400, "bad_idempotency_key", "%s", err);
+        return;
+    }
     const char *sku = NULL, *user = NULL, *order_id = NULL;
     json_t *qty = json_object_get(o, "qty");
     if (id_field(o, "sku", &sku, err, sizeof(err)) != 0 || !sku)
@@ -89,10 +99,28 @@ static void route_post_orders(void *app, struct route_call *call, const struct h
             snprintf(r.order_id, sizeof(r.order_id), "%s", order_id);
         else
             make_order_id(c, r.order_id, sizeof(r.order_id));
-        choose_guard(c, req, o);
-        order_place(c, &r, resp);
+        place_keyed(c, &r, key_header ? key : NULL, req, resp);
     }
     json_decref(o);
+}
+
+/* Place r, under an Idempotency-Key when key is not NULL. The key's
+ * request is the body as the client sent it plus X-Guard, taken before
+ * the instance's defaults are filled in. */
+static void place_keyed(const struct order_conf *c, struct order_req *r, const char *key,
+                        const struct http_req *req, struct http_resp *resp)
+{
+    char *request = key ? order_idem_request(r->forward, http_header(req, "X-Guard")) : NULL;
+    if (key && !request) {
+        http_error(resp, 500, "internal", "out of memory");
+        return;
+    }
+    choose_guard(c, req, r->forward);
+    if (key)
+        order_idem_place(c, r, key, request, resp);
+    else
+        order_place(c, r, resp);
+    free(request);
 }
 
 /* The seeds' endpoint: GET /order/placeAnOrder?inventoryId=SKU */

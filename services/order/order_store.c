@@ -82,3 +82,55 @@ long long order_store_count(struct db_conn *db, const char *sku, long long *orde
                       "FROM orders WHERE sku = ? AND status = 'placed'", "s", "ll", sku,
                   orders, units);
 }
+
+long long order_store_key_take(struct db_conn *db, const char *key, const char *request,
+                               const char *order_id, long long lease_ms, long long keep_s)
+{
+    long long n = db_run(db, "DELETE FROM idempotency_keys WHERE idem_key = ? "
+                             "AND expires_at < NOW(3)", "s", "", key);
+    if (n < 0)
+        return n;
+    return db_run(db, "INSERT INTO idempotency_keys (idem_key, request, order_id, state, "
+                      "locked_until, expires_at) VALUES (?, ?, ?, 'in_flight', "
+                      "NOW(3) + INTERVAL ? MICROSECOND, NOW(3) + INTERVAL ? SECOND)",
+                  "sssll", "", key, request, order_id, lease_ms * 1000, keep_s);
+}
+
+long long order_store_key_get(struct db_conn *db, const char *key, const char *request,
+                              struct order_key_row *r)
+{
+    return db_run(db, "SELECT order_id, state, request = ?, "
+                      "COALESCE(locked_until < NOW(3), 1), COALESCE(answer_status, 0), "
+                      "COALESCE(answer, '') FROM idempotency_keys WHERE idem_key = ?",
+                  "ss", "ssiils", request, key, r->order_id, sizeof(r->order_id), r->state,
+                  sizeof(r->state), &r->same_request, &r->lease_over, &r->answer_status,
+                  r->answer, sizeof(r->answer));
+}
+
+long long order_store_key_retake(struct db_conn *db, const char *key, long long lease_ms)
+{
+    return db_run(db, "UPDATE idempotency_keys SET state = 'in_flight', "
+                      "locked_until = NOW(3) + INTERVAL ? MICROSECOND WHERE idem_key = ? "
+                      "AND (state = 'open' OR (state = 'in_flight' AND locked_until < NOW(3)))",
+                  "ls", "", lease_ms * 1000, key);
+}
+
+long long order_store_key_done(struct db_conn *db, const char *key, long long status,
+                               const char *answer)
+{
+    return db_run(db, "UPDATE idempotency_keys SET state = 'done', locked_until = NULL, "
+                      "answer_status = ?, answer = ? WHERE idem_key = ? AND state = 'in_flight'",
+                  "lss", "", status, answer, key);
+}
+
+long long order_store_key_open(struct db_conn *db, const char *key)
+{
+    return db_run(db, "UPDATE idempotency_keys SET state = 'open', locked_until = NULL "
+                      "WHERE idem_key = ? AND state = 'in_flight'", "s", "", key);
+}
+
+long long order_store_key_purge(struct db_conn *db, long long limit)
+{
+    return db_run(db, "DELETE FROM idempotency_keys WHERE expires_at < NOW(3) LIMIT ?",
+                  "l", "", limit);
+}

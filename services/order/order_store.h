@@ -66,4 +66,43 @@ long long order_store_next_unsettled(struct db_conn *db, const char *after,
 long long order_store_count(struct db_conn *db, const char *sku, long long *orders,
                             long long *units);
 
+/* Idempotency keys (sql/008_idempotency_keys.sql). A key row is in_flight
+ * (held by a request until its lease ends), open (the last attempt had no
+ * final answer: the next repeat runs its order again) or done (its answer
+ * is replayed). */
+#define ORDER_KEY_ANSWER_MAX 16384   /* a longer answer is not kept: the key stays open */
+
+struct order_key_row {
+    char order_id[STOCK_ID_MAX + 1];
+    char state[17];
+    int same_request;            /* 1 when the stored request equals this one */
+    int lease_over;              /* 1 when an in_flight lease has ended */
+    long long answer_status;
+    char answer[ORDER_KEY_ANSWER_MAX];
+};
+
+/* Take a new key: in_flight for lease_ms, kept keep_s seconds. A row of
+ * the key past its expiry is dropped first. DB_EDUP when the key exists. */
+long long order_store_key_take(struct db_conn *db, const char *key, const char *request,
+                               const char *order_id, long long lease_ms, long long keep_s);
+
+/* Read a key, comparing its stored request with `request`. 1 and *row
+ * filled, 0 when there is no such key. */
+long long order_store_key_get(struct db_conn *db, const char *key, const char *request,
+                              struct order_key_row *row);
+
+/* open, or in_flight past its lease -> in_flight for lease_ms. 0: another
+ * request holds it (or it is done). */
+long long order_store_key_retake(struct db_conn *db, const char *key, long long lease_ms);
+
+/* in_flight -> done with the answer to replay. 0: not in flight. */
+long long order_store_key_done(struct db_conn *db, const char *key, long long status,
+                               const char *answer);
+
+/* in_flight -> open: no final answer, the next repeat runs the order again. */
+long long order_store_key_open(struct db_conn *db, const char *key);
+
+/* Delete at most `limit` keys past their expiry: the number deleted. */
+long long order_store_key_purge(struct db_conn *db, long long limit);
+
 #endif

@@ -86,6 +86,8 @@ static const struct bad_case bad_cases[] = {
     {"threads out of range", {"-t", "0", "http://a/", NULL}, "outside"},
     {"bad duration", {"-d", "5 weeks", "http://a/", NULL}, "cannot parse"},
     {"missing value", {"http://a/", "-c", NULL}, "needs a value"},
+    {"retries out of range", {"--retries", "101", "http://a/", NULL}, "outside"},
+    {"retries negative", {"--retries=-1", "http://a/", NULL}, "outside"},
 };
 
 static void test_bad_arguments(void **state)
@@ -115,6 +117,7 @@ static const struct plan_bad plan_bad[] = {
     {"header without colon", {"-H", "NoColon", "http://a/", NULL}, "Name: value"},
     {"content-length header", {"-H", "Content-Length: 3", "http://a/", NULL}, "set by loadgen"},
     {"lower-case method", {"-m", "get", "http://a/", NULL}, "upper-case"},
+    {"new ids without retries", {"--retry-new-ids", "http://a/", NULL}, "needs --retries"},
 };
 
 static void test_plan_rejects(void **state)
@@ -180,6 +183,45 @@ static void test_request_head(void **state)
     lg_plan_free(p);
 }
 
+/* --retries and --retry-new-ids reach the plan; a key header made from
+ * {seq} expands with the request, so a retry of the same bytes re-sends
+ * the same key. */
+static void test_retry_options(void **state)
+{
+    char err[256] = "";
+    const char *none[] = {"http://127.0.0.1:8000/orders", NULL};
+    assert_int_equal(parse(none, err, sizeof err), CFG_OK);
+    struct lg_plan *p = lg_plan_create(&conf, 0);
+    assert_false(p->err);
+    assert_int_equal(p->retries, 0);
+    assert_int_equal(p->retry_new_ids, 0);
+    lg_plan_free(p);
+
+    const char *a[] = {"--retries", "3", "--retry-new-ids", "-H", "Idempotency-Key: k-{seq}",
+                       "-b", "{\"order_id\":\"o-{seq}\"}", "http://127.0.0.1:8000/orders", NULL};
+    assert_int_equal(parse(a, err, sizeof err), CFG_OK);
+    assert_int_equal(conf.retries, 3);
+    assert_int_equal(conf.retry_new_ids, 1);
+    p = lg_plan_create(&conf, 0);
+    assert_false(p->err);
+    assert_int_equal(p->retries, 3);
+    assert_int_equal(p->retry_new_ids, 1);
+    char buf[1024];
+    uint64_t rng = 1;
+    struct lg_tmpl_vars v = {42, 0, &rng};
+    long n = lg_tmpl_expand(p->targets[0].head, &v, buf, sizeof buf - 1);
+    assert_true(n > 0);
+    buf[n] = '\0';
+    assert_non_null(strstr(buf, "\r\nIdempotency-Key: k-42\r\n"));
+    lg_plan_free(p);
+
+    const char *env_only[] = {"http://a/", NULL};
+    setenv("LG_RETRIES", "2", 1);
+    assert_int_equal(parse(env_only, err, sizeof err), CFG_OK);
+    unsetenv("LG_RETRIES");
+    assert_int_equal(conf.retries, 2);
+}
+
 static void test_json_schema(void **state)
 {
     char err[256];
@@ -196,6 +238,7 @@ static void test_json_schema(void **state)
         lg_hist_record(&s.latency, 1000 + (uint64_t)i);
     }
     s.err_timeout = 2;
+    s.retries = 5;
     struct lg_report_info ri = {p, 2.0, 0, 1, NULL};
     char *buf = NULL;
     size_t len = 0;
@@ -218,6 +261,7 @@ static void test_json_schema(void **state)
     for (int i = 0; i < 4; i++)
         assert_true(json_is_integer(json_object_get(e, ekeys[i])));
     assert_int_equal(json_integer_value(json_object_get(e, "timeout")), 2);
+    assert_int_equal(json_integer_value(json_object_get(j, "retries")), 5);
     json_t *l = json_object_get(j, "latency_ms");
     const char *lkeys[] = {"p50", "p90", "p99", "p999", "max", "mean"};
     for (int i = 0; i < 6; i++)
@@ -239,6 +283,7 @@ int main(void)
         cmocka_unit_test(test_plan_rejects),
         cmocka_unit_test(test_urls),
         cmocka_unit_test(test_request_head),
+        cmocka_unit_test(test_retry_options),
         cmocka_unit_test(test_json_schema),
     };
     return cmocka_run_group_tests_name("lg_conf", tests, NULL, NULL);
