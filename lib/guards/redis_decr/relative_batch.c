@@ -1,8 +1,8 @@
 /* Group commit of Redis-decided sales (see relative_batch.h). */
-#include "relative_batch.h"
+#include "guards/redis_decr/relative_batch.h"
 
-#include "store.h"
-#include "txn.h"
+#include "stock/store.h"
+#include "stock/txn.h"
 
 #include "base/db.h"
 #include "base/metrics.h"

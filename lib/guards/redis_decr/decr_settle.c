@@ -1,5 +1,5 @@
 /* redis-decr's intents after the decision (see decr_settle.h). */
-#include "guards/core/decr_settle.h"
+#include "guards/redis_decr/decr_settle.h"
 
 #include "stock/keys.h"
 #include "stock/store.h"

@@ -4,13 +4,13 @@
  * epoch only) and the client gets 503: nothing is lost and nothing is sold
  * twice. When Redis has lost the key, sales wait for a reconciliation
  * (redis_reconcile.h) instead of reloading MySQL at once. */
-#include "guard.h"
+#include "guards/guard.h"
 
 #include "base/db.h"
 #include "base/util.h"
-#include "guards/core/decr_decide.h"
-#include "guards/core/decr_group.h"
-#include "guards/core/decr_settle.h"
+#include "guards/redis_decr/decr_decide.h"
+#include "guards/redis_decr/decr_group.h"
+#include "guards/redis_decr/decr_settle.h"
 #include "guards/core/coalesce.h"
 #include "guards/core/lock_fields.h"
 #include "guards/core/redis_reconcile.h"

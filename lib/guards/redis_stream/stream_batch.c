@@ -1,5 +1,5 @@
 /* The MySQL side of a redis-stream flush batch (see stream_batch.h). */
-#include "guards/core/stream_batch.h"
+#include "guards/redis_stream/stream_batch.h"
 
 #include "base/db.h"
 #include "stock/store.h"
