@@ -158,6 +158,26 @@ long long store_take_locked(struct db_conn *db, const char *sku, long long qty)
                   qty);
 }
 
+long long store_take_group_left(struct db_conn *db, const char *sku, long long sum,
+                                long long seeds, long long *left)
+{
+    long long m = db_run(db, "UPDATE inventory SET stock=LAST_INSERT_ID(stock-?), "
+                             "version=version+1 WHERE sku=? AND stock>=? AND seeds=? AND "
+                             DB_IN_OUR_TXN, "lsll" "l", "", sum, sku, sum, seeds,
+                         db->txn_seq);
+    *left = (long long)db->insert_id;
+    return m;
+}
+
+long long store_take_group_into_session(struct db_conn *db, const char *sku, long long sum,
+                                        long long seeds)
+{
+    return db_run(db, "UPDATE inventory SET stock=(@lab_left:=stock-?), "
+                      "version=version+1 WHERE sku=? AND stock>=? AND seeds=? "
+                      "AND @@in_transaction = 1",
+                  "lsll", "", sum, sku, sum, seeds);
+}
+
 long long store_add_stock(struct db_conn *db, const char *sku, long long delta)
 {
     return db_run(db, "UPDATE inventory SET stock=stock+?, version=version+1 WHERE sku=?",
