@@ -1,9 +1,11 @@
 /* Every statement on db_shopping: stock rows, the ledger and the lock
  * table (services, guards and loadtest/tools/rawdb all run these, never a
- * copy), split by table into store.c (inventory rows, fences, lock
- * table), store_ledger.c (the ledger reads of the guards and the audit)
- * and store_audit.c (cluster status); tests/checks/test_sql_home.sh keeps
- * SQL out of every other file. Every function takes
+ * copy), split by table: store.c the inventory rows, store_ledger.c the
+ * ledger (one sale's row, group commits, cart lines, the guards' and the
+ * audit's reads), store_locks.c the fences (inventory_fence) and the lock
+ * table, store_audit.c the audit's figures and the Galera cluster status;
+ * tests/checks/test_sql_home.sh keeps SQL out of every other file. Every
+ * function takes
  * the caller's connection and returns 1 found / 0 not found, an affected row
  * count, or a negative DB_E* code (see db.h). Transactions are the caller's. */
 #ifndef LAB_STORE_H

@@ -1,8 +1,19 @@
-/* The audit's statements on a Galera node (store.h, "cluster status"):
- * one node's causal view of a SKU and its replication state. */
+/* The audit's statements (store.h): a SKU's figures, and on a Galera
+ * node its causal view of a SKU and its replication state. */
 #include "store.h"
 
 #include "base/db.h"
+
+int store_audit(struct db_conn *db, const char *sku, long long *initial,
+                long long *stock, long long *sold)
+{
+    long long n = db_run(db, "SELECT i.initial, i.stock, "
+                             "(SELECT CAST(COALESCE(SUM(l.qty), 0) AS SIGNED) FROM ledger l "
+                             " WHERE l.sku=i.sku AND l.released=0) "
+                             "FROM inventory i WHERE i.sku=?",
+                         "s", "lll", sku, initial, stock, sold);
+    return n < 0 ? (int)n : n > 0;
+}
 
 int store_cluster_causal_reads(struct db_conn *db)
 {
