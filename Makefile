@@ -53,8 +53,9 @@ endif
 
 # lib/ has four layers, each including only the ones below it:
 # guards -> stock -> locks -> base (tests/checks/test_layers.sh keeps it so);
-# lib/guards/ holds only guards, their machinery is in lib/guards/core/.
-LIB_SRC  := $(wildcard lib/base/*.c lib/locks/*.c lib/stock/*.c lib/guards/*.c lib/guards/core/*.c)
+# lib/guards/ holds only guards (a file, or a folder with the guard and its
+# private helpers); what several guards share is in lib/guards/core/.
+LIB_SRC  := $(wildcard lib/base/*.c lib/locks/*.c lib/stock/*.c lib/guards/*.c lib/guards/*/*.c)
 INV_SRC  := $(wildcard services/inventory/*.c)
 ORD_SRC  := $(wildcard services/order/*.c)
 LG_SRC   := $(filter-out loadtest/loadgen/main.c,$(wildcard loadtest/loadgen/*.c))

@@ -1,5 +1,8 @@
-/* The guard interface: every way of protecting a deduction is one file in
- * lib/guards/ that defines one `struct guard`, listed once in guard_list.h.
+/* The guard interface: every way of protecting a deduction is one entry of
+ * lib/guards/ that defines one `struct guard`, listed once in guard_list.h:
+ * a file guard_NAME.c, or, for a guard with private helpers, a folder
+ * NAME/ holding guard_NAME.c and them (redis_stream/, redis_decr/,
+ * batched_update/); lib/guards/core/ holds only what several guards share.
  * The service calls the entry points at the bottom (guard_deduct,
  * guard_seed, guard_release, ...) and never switches on a guard's name,
  * like redis's ae.c calling the aeApi* of ae_epoll.c.

@@ -3,7 +3,7 @@
  * session watcher the way Curator does (connected / suspended / lost), a
  * fresh session made when the old one is lost, and the pieces of Curator's
  * InterProcessMutex that are pure logic (names, order, predecessor). The
- * lock recipe itself is in lib/guards/guard_zookeeper.c.
+ * lock recipe itself is in zk_lock.c.
  *
  * State, as Curator names it:
  *   CONNECTING  no session yet (the server never answered)

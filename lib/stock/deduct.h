@@ -14,6 +14,9 @@
 /* A ledger row's `intent`: the id its writer gave the sale (redis-decr's
  * intent nonce), VARCHAR(96) in sql/006_ledger_intent.sql. */
 #define STOCK_INTENT_MAX 95
+/* Most requests one group commit carries (batched-update's and
+ * redis-decr's; batched-update's --batch-max is bounded by it). */
+#define STOCK_BATCH_MAX 256
 
 /* One validated deduction request: what every sale has, whatever guard
  * protects it. Options of one guard (lock_ttl_ms, watchdog, fencing, ...)

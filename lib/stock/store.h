@@ -1,6 +1,11 @@
 /* Every statement on db_shopping: stock rows, the ledger and the lock
  * table (services, guards and loadtest/tools/rawdb all run these, never a
- * copy). Every function takes
+ * copy), split by table: store.c the inventory rows, store_ledger.c the
+ * ledger (one sale's row, group commits, cart lines, the guards' and the
+ * audit's reads), store_locks.c the fences (inventory_fence) and the lock
+ * table, store_audit.c the audit's figures and the Galera cluster status;
+ * tests/checks/test_sql_home.sh keeps SQL out of every other file. Every
+ * function takes
  * the caller's connection and returns 1 found / 0 not found, an affected row
  * count, or a negative DB_E* code (see db.h). Transactions are the caller's. */
 #ifndef LAB_STORE_H
@@ -72,6 +77,18 @@ long long store_take_if_enough_seeded(struct db_conn *db, const char *sku, long 
  * UPDATE): 0 rows then means the transaction itself is gone (a Galera
  * brute-force abort), never "not enough", and nothing was written. */
 long long store_take_locked(struct db_conn *db, const char *sku, long long qty);
+/* redis-decr's group commit (relative_batch.c): stock -= sum for a group
+ * decided on `seeds`, only while stock >= sum, the row still on those
+ * seeds, inside this transaction. The portable form (any dialect) hands the
+ * stock it left back in its own reply (*left, LAST_INSERT_ID(expr) as
+ * store_take_if_enough_left) and checks the transaction by its marker
+ * (DB_IN_OUR_TXN); the MariaDB form leaves it in the session variable
+ * @lab_left for store_ledger_insert_rows_after_left. 1 taken, 0 not, or a
+ * negative DB_E* code. */
+long long store_take_group_left(struct db_conn *db, const char *sku, long long sum,
+                                long long seeds, long long *left);
+long long store_take_group_into_session(struct db_conn *db, const char *sku, long long sum,
+                                        long long seeds);
 /* stock += delta unconditionally (redis-decr follow-up, releases). */
 long long store_add_stock(struct db_conn *db, const char *sku, long long delta);
 long long store_ledger_insert(struct db_conn *db, const char *order_id,
@@ -137,6 +154,61 @@ long long store_ledger_insert_ignore(struct db_conn *db, const char *order_id,
  * MySQL did not have): 1 written, 0 no such SKU, or a negative code. */
 long long store_take_floor(struct db_conn *db, const char *sku, long long qty);
 
+
+/* ---- ledger reads of the guards and the audit (store_ledger.c) --------- */
+
+/* The intent id ("" none) and guard of order_id's ledger row (redis-decr's
+ * settlement): 1 found, 0 not, or a negative DB_E* code. */
+long long store_ledger_intent_of(struct db_conn *db, const char *order_id, char *intent,
+                                 size_t intent_len, char *guard, size_t guard_len);
+/* 1 when order_id has a ledger row carrying `intent`, 0 not, or DB_E*. */
+long long store_ledger_has_intent(struct db_conn *db, const char *order_id, const char *intent);
+/* The units of the ledger rows matching `pairs`, a JSON array of
+ * [order_id, intent], into *units: 1, or a negative DB_E* code. */
+long long store_ledger_units_of_intents(struct db_conn *db, const char *pairs, long long *units);
+
+/* A ledger row as redis-stream's flusher compares it with a sale. */
+struct ledger_sale {
+    char guard[33];
+    char sku[STOCK_SKU_MAX + 1];
+    long long qty;
+    long long remaining;
+    char instance[65];
+    long long released;
+};
+/* order_id's ledger row, without a lock: 1 found, 0 not, or DB_E*. */
+long long store_ledger_sale(struct db_conn *db, const char *order_id, struct ledger_sale *out);
+/* The ledger rows of order_ids (a JSON array of order ids) as one JSON
+ * array of [order_id, sku, qty, remaining, guard, instance] into out (cap
+ * bytes, cut short when too small): 1, or a negative DB_E* code. */
+long long store_ledger_rows_of(struct db_conn *db, const char *order_ids, char *out,
+                               size_t cap);
+/* 1 when `guard` has a ledger row of sku (sold it since the seed, released
+ * or not), 0 not, negative DB_E*. */
+long long store_ledger_guard_sold(struct db_conn *db, const char *sku, const char *guard);
+/* How many guards sold sku since its seed (ledger rows, released or not);
+ * negative DB_E*. */
+long long store_ledger_guards_count(struct db_conn *db, const char *sku);
+/* store_ledger_insert_rows after store_take_group_into_session (MariaDB
+ * only): each row's `remaining` is @lab_left + its [3], and the statement
+ * returns @lab_left into *left. Inside a transaction only. Rows inserted,
+ * DB_EDUP, 0 when the transaction is gone, or a negative DB_E* code. */
+long long store_ledger_insert_rows_after_left(struct db_conn *db, const char *rows,
+                                              const char *guard, long long *left);
+
+/* ---- cluster status (store_audit.c): the audit on a Galera node -------- */
+
+/* Reads on this connection wait until the node applied every write set
+ * the cluster had committed when they arrive (wsrep_sync_wait=1). DB_OK
+ * or a negative DB_E* code. */
+int store_cluster_causal_reads(struct db_conn *db);
+/* sku's stock, unreleased units sold, ledger rows and initial: 1 found, 0
+ * not, or a negative DB_E* code. */
+long long store_cluster_sku_view(struct db_conn *db, const char *sku, long long *stock,
+                                 long long *sold, long long *ledger_rows, long long *initial);
+/* The node's wsrep_last_committed, and its state comment (Synced, ...). */
+long long store_cluster_last_committed(struct db_conn *db, long long *seqno);
+long long store_cluster_state(struct db_conn *db, char *state, size_t len);
 
 /* ---- carts (stock/cart_txn.c): one ledger row per line ------------------ */
 

@@ -68,7 +68,7 @@ GUIDES = {
                       "INSERT INTO ledger SELECT ... FROM JSON_TABLE(?); COMMIT",
         "seed": "AliSQL's inventory hint",
         "breaks": "nothing in correctness; a failed batch fails all its members (503, nothing written)",
-        "code": "lib/guards/guard_batched_update.c",
+        "code": "lib/guards/batched_update/guard_batched_update.c",
     },
     "redis-lock": {
         "needs": "Redis (+ Sentinel for failover)",
@@ -103,7 +103,7 @@ GUIDES = {
         "statements": "EVAL if stock>=qty then DECRBY ... end\nUPDATE inventory ...; INSERT INTO ledger ...",
         "seed": "decide in the kv store",
         "breaks": "nothing found; Redis restarts cost a reload wait",
-        "code": "lib/guards/guard_redis_decr.c",
+        "code": "lib/guards/redis_decr/guard_redis_decr.c",
     },
     "redlock": {
         "needs": "3 independent Redis masters",
@@ -137,7 +137,7 @@ GUIDES = {
                       "flusher: XREADGROUP; BEGIN; INSERT INTO ledger ...; UPDATE inventory ...; COMMIT; XACK",
         "seed": "seed 001: decide in the kv store, write the database later through a queue",
         "breaks": "nothing found; Redis is the system of record until the flush",
-        "code": "lib/guards/guard_redis_stream.c",
+        "code": "lib/guards/redis_stream/guard_redis_stream.c",
     },
     "zookeeper": {
         "needs": "ZooKeeper",

@@ -2,6 +2,7 @@
 #include "cluster_audit.h"
 
 #include "base/util.h"
+#include "stock/store.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,20 +35,11 @@ static void read_node(struct db_conn *db, const char *sku, struct cluster_node *
     n->ok = 0;
     /* wsrep_sync_wait=1: the read waits until this node applied every
      * write set the cluster had committed when it arrived. */
-    if (db_exec(db, "SET SESSION wsrep_sync_wait=1") != DB_OK ||
-        (found = db_run(db, "SELECT i.stock, "
-                            "(SELECT CAST(COALESCE(SUM(l.qty), 0) AS SIGNED) FROM ledger l "
-                            " WHERE l.sku=i.sku AND l.released=0), "
-                            "(SELECT COUNT(*) FROM ledger l WHERE l.sku=i.sku), i.initial "
-                            "FROM inventory i WHERE i.sku=?",
-                        "s", "llll", sku, &n->stock, &n->sold, &n->ledger_rows,
-                        &initial)) < 0 ||
-        db_run(db, "SELECT CAST(VARIABLE_VALUE AS SIGNED) FROM information_schema.GLOBAL_STATUS "
-                   "WHERE VARIABLE_NAME='WSREP_LAST_COMMITTED'",
-               "", "l", &n->last_committed) < 0 ||
-        db_run(db, "SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS "
-                   "WHERE VARIABLE_NAME='WSREP_LOCAL_STATE_COMMENT'",
-               "", "s", n->state, sizeof(n->state)) < 0) {
+    if (store_cluster_causal_reads(db) != DB_OK ||
+        (found = store_cluster_sku_view(db, sku, &n->stock, &n->sold, &n->ledger_rows,
+                                        &initial)) < 0 ||
+        store_cluster_last_committed(db, &n->last_committed) < 0 ||
+        store_cluster_state(db, n->state, sizeof(n->state)) < 0) {
         snprintf(n->error, sizeof(n->error), "%.95s", db->errstr);
         return;
     }

@@ -10,7 +10,7 @@
 #   - none does not: the audit finds lost updates (or an oversell) on
 #     converged nodes, and no 500 either (a conflict is a 503).
 # conditional-update runs right after the nodes joined: before the ledger
-# insert refused to run outside its transaction (lib/stock/store.c), the
+# insert refused to run outside its transaction (lib/stock/store_ledger.c), the
 # first run on a fresh cluster lost 1-3 updates in 5 of 8 tries here (a
 # statement after a brute-force abort ran in autocommit).
 # Exit 0 pass, 77 skip (Galera cannot start here), 1 fail.

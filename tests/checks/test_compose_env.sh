@@ -7,7 +7,7 @@
 # the bench `loadtest` container must be read by loadtest/compare (or loadgen).
 # With the binaries built, each container's environment is also fed to the
 # binary, which parses it before printing --help: every value must parse.
-# The inventory's table includes the guards' own rows (lib/guards/*.c and
+# The inventory's table includes the guards' own rows (lib/guards/*.c, the guard folders and
 # the shared backends' rows in lib/guards/core/*.c).
 # Exit 0 pass, 77 skip (no docker-compose / python3-yaml, or neither the
 # binaries nor the config tables exist yet), 1 fail. No engine, no network.

@@ -6,10 +6,12 @@
 # and base); cross-layer includes name their layer ("base/db.h"); no include
 # circle between files, and -- when the objects are built -- no circle of
 # calls between the .c files either (A calls B and B calls A, directly or
-# round a loop); no C file in lib/ is over 700 lines; every .c
-# directly in lib/guards/ is a guard (its machinery lives in
-# lib/guards/core/), every guard is in the guard list and every list entry
-# has its file. Exit 0 pass, 1 fail.
+# round a loop); no C file in lib/ is over 700 lines; every entry of
+# lib/guards/ other than core/ (what several guards share) and the two
+# headers guard.h and guard_list.h is one guard: a file guard_NAME.c, or a
+# folder NAME/ holding guard_NAME.c and that guard's private helpers; no
+# guard folder includes another's; every guard is in the guard list and
+# every list entry has its file. Exit 0 pass, 1 fail.
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 problems=()
@@ -97,18 +99,39 @@ while read -r n f; do
     [ "$n" -gt 700 ] && problems+=("$f has $n lines (limit 700)")
 done < <(find lib -name '*.c' -exec wc -l {} +)
 
-# One file per guard, one line per guard in guard_list.h.
+# One guard per entry of lib/guards/ (a file, or a folder with its
+# helpers), one line per guard in guard_list.h.
+guard_file() { # the guard's file of list name $1, a file or in its folder
+    if [ -d "lib/guards/$1" ]; then echo "lib/guards/$1/guard_$1.c"; else echo "lib/guards/guard_$1.c"; fi
+}
 listed=$(sed -n 's/^GUARD(\([a-z_]*\))$/\1/p' lib/guards/guard_list.h | sort)
-defined=$(grep -hoE '^const struct guard guard_[a-z_]+ =' lib/guards/*.c | sed 's/.*guard_\([a-z_]*\) =/\1/' | sort)
 [ -n "$listed" ] || problems+=("lib/guards/guard_list.h lists no guard")
-[ "$listed" = "$defined" ] || problems+=("guard list ($(echo $listed)) != guards defined ($(echo $defined))")
-for f in lib/guards/*.c; do
-    g=$(basename "$f" .c); g=${g#guard_}
+defined=
+for e in lib/guards/*; do
+    n=$(basename "$e")
+    case "$n" in core | guard.h | guard_list.h) continue ;; esac
+    if [ -d "$e" ]; then
+        g=$n; f=$e/guard_$g.c
+        [[ "$g" =~ ^[a-z_]+$ ]] || { problems+=("$e: a guard folder is named like its guard (lower case, _)"); continue; }
+        [ -f "$f" ] || { problems+=("$e/ is not a guard: no guard_$g.c in it (shared machinery goes in lib/guards/core/)"); continue; }
+        # A guard's helpers are its own: no other guard folder reaches in.
+        while read -r other; do
+            problems+=("$other includes a private helper of lib/guards/$g/ (share it through lib/guards/core/)")
+        done < <(grep -lE "^#include \"guards/$g/" $(find lib services -name '*.[ch]' ! -path "$e/*") 2>/dev/null)
+    else
+        case "$n" in
+            guard_*.c) g=${n#guard_}; g=${g%.c}; f=$e ;;
+            *) problems+=("$e is not a guard (a guard is guard_NAME.c or a folder NAME/): machinery goes in lib/guards/core/"); continue ;;
+        esac
+    fi
     grep -qE "^const struct guard guard_$g =" "$f" ||
-        problems+=("$f is not a guard (no const struct guard guard_$g): machinery goes in lib/guards/core/")
+        { problems+=("$f is not a guard (no const struct guard guard_$g)"); continue; }
+    defined="$defined $g"
 done
+defined=$(echo $defined | tr ' ' '\n' | sed '/^$/d' | sort)
+[ "$listed" = "$defined" ] || problems+=("guard list ($(echo $listed)) != guards defined ($(echo $defined))")
 for g in $listed; do
-    [ -f "lib/guards/guard_$g.c" ] || problems+=("guard $g has no lib/guards/guard_$g.c")
+    [ -f "$(guard_file "$g")" ] || problems+=("guard $g has no $(guard_file "$g")")
 done
 
 if [ "${#problems[@]}" -gt 0 ]; then

@@ -81,16 +81,6 @@ static enum snapshot stable(const struct side_read *a, const struct side_read *b
     return st;
 }
 
-/* 1 when `guard` has a ledger row of sku (sold it since the seed, released
- * or not), 0 not, negative DB_E*. */
-static long long guard_sold(struct db_conn *db, const char *sku, const char *guard)
-{
-    long long one = 0;
-    long long n = db_run(db, "SELECT 1 FROM ledger WHERE sku=? AND guard=? LIMIT 1", "ss", "l",
-                         sku, guard, &one);
-    return n < 0 ? n : n > 0;
-}
-
 /* freeze(on) of every write-behind guard. Returns 1 when all hold (or
  * cannot be reached: their sides fail too), 0 when one is committing (the
  * others are let go again). */
@@ -109,16 +99,6 @@ static int freeze_all(int on)
         }
     }
     return 1;
-}
-
-/* How many guards sold sku since its seed (ledger rows, released or not);
- * negative DB_E*. */
-static long long guards_sold(struct db_conn *db, const char *sku)
-{
-    long long k = 0;
-    long long n = db_run(db, "SELECT COUNT(DISTINCT guard) FROM ledger WHERE sku=?", "s", "l",
-                         sku, &k);
-    return n < 0 ? n : k;
 }
 
 /* Work of dead requests in the side states is settled first (guard.h
@@ -148,10 +128,8 @@ static void find_landed_late(struct db_conn *db, struct audit *a)
         const char *outcome = json_string_value(json_object_get(e, "outcome"));
         const char *order = json_string_value(json_object_get(e, "order_id"));
         const char *intent = json_string_value(json_object_get(e, "intent"));
-        long long one = 0;
         if (!outcome || strcmp(outcome, "given_back") != 0 || !order || !intent ||
-            db_run(db, "SELECT 1 FROM ledger WHERE order_id=? AND intent=?", "ss", "l", order,
-                   intent, &one) <= 0)
+            store_ledger_has_intent(db, order, intent) <= 0)
             continue;
         int n = snprintf(a->landed_late + used, sizeof(a->landed_late) - used, "%s%s",
                          used ? "," : "", order);
@@ -227,12 +205,12 @@ int guard_audit(struct db_conn *db, const char *sku, struct audit *a)
         if (rc == DB_OK)
             rc = store_audit(db, sku, &a->initial, &a->stock, &a->sold);
         for (int i = 0; rc > 0 && i < n; i++) {
-            long long s = before[i].ok ? guard_sold(db, sku, before[i].g->name) : 0;
+            long long s = before[i].ok ? store_ledger_guard_sold(db, sku, before[i].g->name) : 0;
             if (s < 0)
                 rc = (int)s;
             sold[i] = (int)(s > 0);
         }
-        if (rc > 0 && (nguards = guards_sold(db, sku)) < 0)
+        if (rc > 0 && (nguards = store_ledger_guards_count(db, sku)) < 0)
             rc = (int)nguards;
         if (rc > 0)
             read_sides(db, sku, after, AUDIT_SIDES_MAX);

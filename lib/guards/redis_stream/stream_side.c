@@ -1,9 +1,9 @@
 /* The redis-stream guard's reads of its side state (see stream_side.h). */
-#include "guards/core/stream_side.h"
+#include "guards/redis_stream/stream_side.h"
 
 #include "guards/core/redis_shared.h"
-#include "guards/core/stream_flusher.h"
-#include "guards/core/stream_scripts.h"
+#include "guards/redis_stream/stream_flusher.h"
+#include "guards/redis_stream/stream_scripts.h"
 #include "stock/keys.h"
 
 #include <stdio.h>

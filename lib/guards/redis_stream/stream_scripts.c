@@ -2,7 +2,7 @@
  * sale (alone and for a group), its undo, the seed, and the reads of the
  * release check and the audit's snapshot. Each comment gives its keys,
  * arguments and replies. */
-#include "guards/core/stream_scripts.h"
+#include "guards/redis_stream/stream_scripts.h"
 
 #include "guards/core/redis_reconcile.h"
 

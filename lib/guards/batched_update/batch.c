@@ -1,8 +1,8 @@
 /* One group commit of a hot SKU (see batch.h). */
-#include "batch.h"
+#include "guards/batched_update/batch.h"
 
-#include "store.h"
-#include "txn.h"
+#include "stock/store.h"
+#include "stock/txn.h"
 
 #include "base/db.h"
 #include "base/metrics.h"

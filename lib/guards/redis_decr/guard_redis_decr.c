@@ -4,18 +4,19 @@
  * epoch only) and the client gets 503: nothing is lost and nothing is sold
  * twice. When Redis has lost the key, sales wait for a reconciliation
  * (redis_reconcile.h) instead of reloading MySQL at once. */
-#include "guard.h"
+#include "guards/guard.h"
 
 #include "base/db.h"
 #include "base/util.h"
-#include "guards/core/decr_decide.h"
-#include "guards/core/decr_group.h"
-#include "guards/core/decr_settle.h"
+#include "guards/redis_decr/decr_decide.h"
+#include "guards/redis_decr/decr_group.h"
+#include "guards/redis_decr/decr_settle.h"
 #include "guards/core/coalesce.h"
 #include "guards/core/lock_fields.h"
 #include "guards/core/redis_reconcile.h"
 #include "guards/core/redis_shared.h"
 #include "stock/keys.h"
+#include "stock/store.h"
 #include "stock/txn.h"
 
 #include <jansson.h>
@@ -513,11 +514,7 @@ static long long landed_units(struct db_conn *db, const redisReply *r, size_t fr
     if (!json)
         return 0;
     long long units = 0;
-    long long n = db_run(db, "SELECT CAST(COALESCE(SUM(l.qty), 0) AS SIGNED) FROM JSON_TABLE(?, "
-                             "'$[*]' COLUMNS (o VARCHAR(64) CHARACTER SET ascii PATH '$[0]', "
-                             "t VARCHAR(96) CHARACTER SET ascii PATH '$[1]')) AS j JOIN ledger l "
-                             "ON l.order_id = j.o COLLATE ascii_bin AND l.intent = j.t COLLATE ascii_bin",
-                         "s", "l", json, &units);
+    long long n = store_ledger_units_of_intents(db, json, &units);
     json_free_t free_fn;
     json_get_alloc_funcs(NULL, &free_fn);
     free_fn(json);

@@ -5,8 +5,7 @@
 #ifndef LAB_RELATIVE_BATCH_H
 #define LAB_RELATIVE_BATCH_H
 
-#include "batch.h"
-#include "deduct.h"
+#include "stock/deduct.h"
 
 struct relative_item {
     const struct deduct_req *req;

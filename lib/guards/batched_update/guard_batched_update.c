@@ -8,11 +8,11 @@
  * The write is conditional under the row lock, so instances stay correct
  * against each other. hold_ms is spent once per batch, by the leader,
  * under the row lock: the largest hold_ms of its members. */
-#include "guard.h"
+#include "guards/guard.h"
 
 #include "base/metrics.h"
 #include "base/util.h"
-#include "stock/batch.h"
+#include "guards/batched_update/batch.h"
 
 #include <pthread.h>
 #include <stddef.h>

@@ -1,5 +1,5 @@
 /* redis-decr's decision in Redis (see decr_decide.h). */
-#include "guards/core/decr_decide.h"
+#include "guards/redis_decr/decr_decide.h"
 
 #include "guards/core/redis_shared.h"
 

@@ -5,11 +5,7 @@
 #ifndef LAB_BATCH_H
 #define LAB_BATCH_H
 
-#include "deduct.h"
-
-/* Most requests one group commit carries (the guard's --batch-max is
- * bounded by it). */
-#define STOCK_BATCH_MAX 256
+#include "stock/deduct.h"
 
 struct batch_item {
     const struct deduct_req *req;

@@ -1,5 +1,5 @@
 /* The MySQL side of a redis-stream flush batch (see stream_batch.h). */
-#include "guards/core/stream_batch.h"
+#include "guards/redis_stream/stream_batch.h"
 
 #include "base/db.h"
 #include "stock/store.h"
@@ -46,17 +46,13 @@ static char *rows_json(const struct sale *sales, int n, int *nvalid)
  * gave that unit back). Negative DB_E* on failure. */
 static long long same_sale(struct db_conn *db, const struct sale *s)
 {
-    char guard[33] = "", sku[STOCK_SKU_MAX + 1] = "", inst[65] = "";
-    long long qty = 0, rem = 0, released = 0;
-    long long n = db_run(db, "SELECT guard, sku, qty, remaining, instance, released FROM ledger "
-                             "WHERE order_id=?", "s", "ssllsl", s->order_id,
-                         guard, sizeof(guard), sku, sizeof(sku), &qty, &rem, inst,
-                         sizeof(inst), &released);
+    struct ledger_sale row = {0};
+    long long n = store_ledger_sale(db, s->order_id, &row);
     if (n < 0)
         return n;
-    return n > 0 && strcmp(guard, GUARD_NAME) == 0 && strcmp(sku, s->sku) == 0 &&
-           qty == s->qty && rem == s->remaining && strcmp(inst, s->instance) == 0 &&
-           released == 0;
+    return n > 0 && strcmp(row.guard, GUARD_NAME) == 0 && strcmp(row.sku, s->sku) == 0 &&
+           row.qty == s->qty && row.remaining == s->remaining &&
+           strcmp(row.instance, s->instance) == 0 && row.released == 0;
 }
 
 /* The ledger rows of the batch, in the open transaction. Usually one
@@ -159,11 +155,7 @@ long long sbatch_ledger_find(struct db_conn *db, const char *const *order_ids, i
     }
     /* One statement for the group: the ids travel as one JSON parameter,
      * the rows come back as one JSON array (the unique key finds each). */
-    long long rc = db_run(db, "SELECT COALESCE(JSON_ARRAYAGG(JSON_ARRAY(l.order_id, l.sku, "
-                              "l.qty, l.remaining, l.guard, l.instance)), '[]') FROM ledger l "
-                              "WHERE l.order_id IN (SELECT j.o COLLATE ascii_bin FROM "
-                              "JSON_TABLE(?, '$[*]' COLUMNS (o VARCHAR(64) CHARACTER SET ascii "
-                              "PATH '$')) AS j)", "s", "s", txt, out, cap);
+    long long rc = store_ledger_rows_of(db, txt, out, cap);
     free(txt);
     json_t *all = rc > 0 ? json_loads(out, 0, NULL) : NULL;
     free(out);

@@ -7,7 +7,7 @@
 #define LAB_DECR_SETTLE_H
 
 #include "base/db.h"
-#include "guards/core/decr_decide.h"
+#include "guards/redis_decr/decr_decide.h"
 #include "guards/core/redis_reconcile.h"
 #include "guards/core/redis_shared.h"
 

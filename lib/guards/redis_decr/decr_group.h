@@ -10,7 +10,7 @@
 
 #include "stock/deduct.h"
 
-#include "stock/relative_batch.h"
+#include "guards/redis_decr/relative_batch.h"
 
 /* Called by the thread that recorded a group, once its transaction is
  * over and before any member is answered, with every member (ctx as given

@@ -7,7 +7,7 @@
  * instance (stream_flusher.h) writes the stream to MySQL in batches. Redis is the system of record until then, hence its append-only
  * file (deploy/local/stack). When Redis has lost the stock (no AOF, a
  * FLUSHALL), sales wait for a reconciliation (redis_reconcile.h). */
-#include "guard.h"
+#include "guards/guard.h"
 
 #include "base/db.h"
 #include "base/metrics.h"
@@ -19,10 +19,10 @@
 #include "stock/keys.h"
 #include "stock/store.h"
 #include "stock/txn.h"
-#include "guards/core/stream_batch.h"
-#include "guards/core/stream_flusher.h"
-#include "guards/core/stream_scripts.h"
-#include "guards/core/stream_side.h"
+#include "guards/redis_stream/stream_batch.h"
+#include "guards/redis_stream/stream_flusher.h"
+#include "guards/redis_stream/stream_scripts.h"
+#include "guards/redis_stream/stream_side.h"
 
 #include <stdatomic.h>
 #include <stddef.h>

@@ -8,7 +8,7 @@
 #include "guards/core/coalesce.h"
 #include "guards/core/redis_reconcile.h"
 #include "stock/keys.h"
-#include "stock/relative_batch.h"
+#include "guards/redis_decr/relative_batch.h"
 
 /* Most decisions per script call. */
 #define DECR_DECIDE_MAX 128

@@ -1,7 +1,7 @@
 /* The redis-stream flusher thread (see stream_flusher.h). */
-#include "guards/core/stream_flusher.h"
+#include "guards/redis_stream/stream_flusher.h"
 
-#include "guards/core/stream_batch.h"
+#include "guards/redis_stream/stream_batch.h"
 
 #include "base/db.h"
 #include "base/metrics.h"

@@ -1,8 +1,8 @@
 /* Group commit of Redis-decided sales (see relative_batch.h). */
-#include "relative_batch.h"
+#include "guards/redis_decr/relative_batch.h"
 
-#include "store.h"
-#include "txn.h"
+#include "stock/store.h"
+#include "stock/txn.h"
 
 #include "base/db.h"
 #include "base/metrics.h"
@@ -108,13 +108,10 @@ static int fast_round_portable(const char *guard_name, const struct deduct_env *
                                long long seeds, const long long *after)
 {
     struct db_conn *db = env->db;
-    long long m = db_run(db, "UPDATE inventory SET stock=LAST_INSERT_ID(stock-?), "
-                             "version=version+1 WHERE sku=? AND stock>=? AND seeds=? AND "
-                             DB_IN_OUR_TXN, "lsll" "l", "", sum, pick[0]->req->sku, sum, seeds,
-                         db->txn_seq);
+    long long left = 0, remaining[STOCK_BATCH_MAX];
+    long long m = store_take_group_left(db, pick[0]->req->sku, sum, seeds, &left);
     if (m == 0)
         return -1;
-    long long left = (long long)db->insert_id, remaining[STOCK_BATCH_MAX];
     for (int i = 0; i < n; i++)
         remaining[i] = left + after[i];
     char *json = m > 0 ? rows_json(pick, n, remaining, env->instance) : NULL;
@@ -150,10 +147,7 @@ static int fast_round(const char *guard_name, const struct deduct_env *env,
     if (env->db->dialect == DB_DIALECT_MYSQL)
         return fast_round_portable(guard_name, env, pick, n, round, all, nall, sum, seeds,
                                    after);
-    long long m = db_run(env->db, "UPDATE inventory SET stock=(@lab_left:=stock-?), "
-                                  "version=version+1 WHERE sku=? AND stock>=? AND seeds=? "
-                                  "AND @@in_transaction = 1",
-                         "lsll", "", sum, pick[0]->req->sku, sum, seeds);
+    long long m = store_take_group_into_session(env->db, pick[0]->req->sku, sum, seeds);
     if (m == 0)
         return -1;
     /* its ledger rows carry, in place of remaining, the units sold after
@@ -163,19 +157,7 @@ static int fast_round(const char *guard_name, const struct deduct_env *env,
         m = DB_ERR;
     long long left = 0;
     if (m > 0)
-        /* As store_ledger_insert_rows: inside a transaction only (a
-         * Galera abort between statements must not let it run alone). */
-        m = db_run(env->db, "INSERT INTO ledger (order_id, sku, qty, remaining, guard, instance, intent) "
-                   "SELECT j.o, j.s, j.q, @lab_left + j.r, ?, j.i, j.t FROM JSON_TABLE(?, '$[*]' COLUMNS ("
-                   "o VARCHAR(64) CHARACTER SET ascii PATH '$[0]' ERROR ON EMPTY, "
-                   "s VARCHAR(64) CHARACTER SET ascii PATH '$[1]' ERROR ON EMPTY, "
-                   "q BIGINT PATH '$[2]' ERROR ON EMPTY, "
-                   "r BIGINT PATH '$[3]' ERROR ON EMPTY, "
-                   "i VARCHAR(64) PATH '$[4]' ERROR ON EMPTY, "
-                   "t VARCHAR(96) CHARACTER SET ascii PATH '$[5]', "
-                   "n FOR ORDINALITY)) AS j WHERE @@in_transaction = 1 ORDER BY j.n "
-                   "RETURNING @lab_left",
-                   "ss", "l", guard_name, json, &left);
+        m = store_ledger_insert_rows_after_left(env->db, json, guard_name, &left);
     json_free_t free_fn;
     json_get_alloc_funcs(NULL, &free_fn);
     free_fn(json);

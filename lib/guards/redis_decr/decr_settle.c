@@ -1,5 +1,5 @@
 /* redis-decr's intents after the decision (see decr_settle.h). */
-#include "guards/core/decr_settle.h"
+#include "guards/redis_decr/decr_settle.h"
 
 #include "stock/keys.h"
 #include "stock/store.h"
@@ -90,8 +90,8 @@ static int sale_landed(struct db_conn *db, const char *sku, const char *order, c
     if (rc == DB_OK)
         rc = store_read_seeds_locked(db, sku, &stock, &seeds);
     /* a plain read after the locking one: its snapshot starts now */
-    n = rc <= 0 ? rc : db_run(db, "SELECT COALESCE(intent, ''), guard FROM ledger WHERE order_id=?",
-                              "s", "ss", order, intent, sizeof(intent), guard, sizeof(guard));
+    n = rc <= 0 ? rc : store_ledger_intent_of(db, order, intent, sizeof(intent), guard,
+                                              sizeof(guard));
     db_rollback(db);
     if (n <= 0)
         return (int)n;

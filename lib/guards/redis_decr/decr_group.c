@@ -1,6 +1,6 @@
 /* Group commits of redis-decr's MySQL writes (see decr_group.h): the
  * gathering is coalesce.h's, the writes stock_record_relative_batch's. */
-#include "guards/core/decr_group.h"
+#include "guards/redis_decr/decr_group.h"
 
 #include "base/metrics.h"
 #include "guards/core/coalesce.h"
