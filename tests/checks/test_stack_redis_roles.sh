@@ -44,6 +44,9 @@ for _ in $(seq 1 50); do
 done
 [ "$ok" = 1 ] || fail "replica never linked to the master"
 rc "$rport" set before-failover 1 >/dev/null
+# Replication is asynchronous: the write must have reached the replica
+# before the master dies, or a loaded machine loses it by design.
+[ "$(rc "$rport" wait 1 5000)" = 1 ] || fail "the replica did not acknowledge before-failover within 5 s"
 st kill redis >/dev/null || fail "kill redis"
 ok=0
 for _ in $(seq 1 100); do
