@@ -85,6 +85,7 @@ static const struct metrics_family catalog[] = {
     {"lab_stream_sale_call_members_total", "counter", "redis-stream: sales carried by those calls"},
     {"lab_order_failovers_total", "counter", "orders retried on another inventory instance"},
     {"lab_order_releases_total", "counter", "order service: releases of stock for failed orders"},
+    {"lab_order_idempotency_total", "counter", "order service: requests with an Idempotency-Key, by result (new, replayed, in_progress, reused, retried)"},
     {"lab_metrics_dropped_total", "counter", "series that did not fit the metrics table"},
 };
 

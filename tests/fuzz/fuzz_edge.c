@@ -14,6 +14,7 @@
 #include "base/http.h"
 #include "base/routes.h"
 #include "guards/guard.h"
+#include "stock/cart.h"
 #include "stock/request.h"
 
 #include <jansson.h>
@@ -46,6 +47,25 @@ static void answer(int status, const char *code, const char *detail)
     free(r.text);
 }
 
+/* The deduct route's cart: cart_from refuses with a 400 that encodes, or
+ * hands back 1..CART_LINES_MAX lines, each a valid SKU and quantity. */
+static void cart_checked(json_t *o)
+{
+    static struct cart c;   /* large; the fuzzer runs one input at a time */
+    char err[512];
+    int rc = cart_from(o, &c, err, sizeof(err));
+    must(rc != 1, "a body with lines and no sku was not read as a cart");
+    if (rc < 0) {
+        answer(400, "bad_request", err);
+        return;
+    }
+    must(c.nlines >= 1 && c.nlines <= CART_LINES_MAX, "cart line count out of bounds");
+    for (int i = 0; i < c.nlines; i++) {
+        must(req_check_id("sku", c.line[i].sku, err, sizeof(err)) == 0, "cart accepted a bad sku");
+        must(c.line[i].qty >= 1 && c.line[i].qty <= REQ_QTY_MAX, "cart qty out of bounds");
+    }
+}
+
 static void parsers(const char *path, const char *body, size_t blen)
 {
     char err[512], guard[32], id[STOCK_ID_MAX + 1];
@@ -62,11 +82,16 @@ static void parsers(const char *path, const char *body, size_t blen)
     int nextra;
     char guard2[32], err2[512];
     struct deduct_req dr2;
+    /* A body with "lines" and no "sku" is a cart: the single-SKU parser
+     * refuses it, the route hands it to cart_from. */
+    int is_cart = rc == 0 && !dr.sku[0];
     must((req_parse_deduct(body, blen, &d, &dr2, guard2, sizeof(guard2), &nextra, err2,
-                           sizeof(err2)) == 0) == (rc == 0),
-         "req_parse_deduct and req_deduct_from disagree");
+                           sizeof(err2)) == 0) == (rc == 0 && !is_cart),
+         "req_parse_deduct and req_deduct_from disagree on a single-SKU sale");
     if (rc != 0) {
         answer(400, "bad_request", err);
+    } else if (is_cart) {
+        cart_checked(o);
     } else {
         must(req_check_id("sku", dr.sku, err, sizeof(err)) == 0, "accepted a bad sku");
         /* The options of every guard: a 400 that quotes the client's key
