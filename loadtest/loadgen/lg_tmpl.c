@@ -323,7 +323,7 @@ long lg_tmpl_expand(const struct lg_tmpl *t, const struct lg_tmpl_vars *v,
             break;
         }
         case LG_SEG_ZIPF:
-            n = put_u64(num, lg_zipf_draw(&s->zipf, v->rng));
+            n = put_u64(num, lg_zipf_draw(&s->zipf, lg_rand_next, v->rng));
             break;
         case LG_SEG_UUID:
             if (cap - o < 36)

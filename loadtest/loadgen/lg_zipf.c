@@ -2,7 +2,6 @@
  * Apache Commons RNG's RejectionInversionZipfSampler so the two can be read
  * side by side: h is the unnormalised density x^-s, H its integral. */
 #include "lg_zipf.h"
-#include "lg_tmpl.h"
 
 #include <math.h>
 
@@ -54,12 +53,12 @@ int lg_zipf_init(struct lg_zipf *z, uint64_t n, double s)
     return 0;
 }
 
-uint64_t lg_zipf_draw(const struct lg_zipf *z, uint64_t *rng)
+uint64_t lg_zipf_draw(const struct lg_zipf *z, uint64_t (*next)(uint64_t *), uint64_t *rng)
 {
     /* the acceptance rate is above 0.9 for every n and s, so the bound only
      * guards against a NaN; rank 1 is the mode and an honest fallback */
     for (int tries = 0; tries < 1000; tries++) {
-        double uniform = (double)(lg_rand_next(rng) >> 11) * 0x1.0p-53;
+        double uniform = (double)(next(rng) >> 11) * 0x1.0p-53;
         double u = z->h_n + uniform * (z->h_x1 - z->h_n);
         double x = zipf_H_inverse(z, u);
         double kd = floor(x + 0.5);

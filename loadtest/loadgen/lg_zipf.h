@@ -22,8 +22,9 @@ struct lg_zipf {
  * above LG_ZIPF_MAX_N, or s is not in (0, LG_ZIPF_MAX_S]; z is then unset. */
 int lg_zipf_init(struct lg_zipf *z, uint64_t n, double s);
 
-/* One rank in 1..z->n; advances *rng (lg_rand_next) only, so the same rng
- * state gives the same rank (the op log replays bodies this way). */
-uint64_t lg_zipf_draw(const struct lg_zipf *z, uint64_t *rng);
+/* One rank in 1..z->n; advances *rng only, through next (the caller's
+ * generator, e.g. lg_rand_next: the sampler knows no template), so the same
+ * rng state gives the same rank (the op log replays bodies this way). */
+uint64_t lg_zipf_draw(const struct lg_zipf *z, uint64_t (*next)(uint64_t *), uint64_t *rng);
 
 #endif
