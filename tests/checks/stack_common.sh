@@ -52,3 +52,27 @@ st() {
     env LAB_PORT_BASE="$base" LAB_BIN_DIR="$BUILD/bin" LAB_MYSQL_FLUSH=2 LAB_WAIT_S=60 \
         "${ST_ENV[@]}" timeout "$ST_LIMIT" "$STACK" "$@" --dir "$tmp/stack"
 }
+
+# galera_check NAME: for the checks that run a Galera cluster. Defines
+# fail (the message, then the tail of every node's and instance's log under
+# $tmp/stack) and skip (exit 77), and skips where Galera cannot start here:
+# no galera-4, rsync or mariadbd, no 'mysql' user, not root.
+galera_check() {
+    name=$1
+    # shellcheck disable=SC2317  # called by the check that sourced this
+    fail() {
+        echo "$name: FAIL: $*"
+        local f
+        for f in "${tmp:-/nonexistent}"/stack/logs/galera-*.err "${tmp:-/nonexistent}"/stack/logs/inventory-*.log; do
+            [ -f "$f" ] && { echo "--- $f"; tail -n 5 "$f"; }
+        done
+        exit 1
+    }
+    # shellcheck disable=SC2317
+    skip() { echo "$name: skip: $*"; exit 77; }
+    [ -f /usr/lib/galera/libgalera_smm.so ] || skip "Galera not installed (apt-get install galera-4)"
+    command -v rsync >/dev/null || skip "rsync not installed (the nodes' state transfer uses it)"
+    command -v mariadbd >/dev/null || skip "mariadbd not installed"
+    id mysql >/dev/null 2>&1 || skip "no 'mysql' user to run the nodes as"
+    [ "$(id -u)" = 0 ] || skip "the nodes' folders must be given to 'mysql': run as root"
+}

@@ -15,22 +15,9 @@
 # statement after a brute-force abort ran in autocommit).
 # Exit 0 pass, 77 skip (Galera cannot start here), 1 fail.
 set -u
-name=test_cluster_guards
-fail() {
-    echo "$name: FAIL: $*"
-    for f in "${tmp:-/nonexistent}"/stack/logs/galera-*.err "${tmp:-/nonexistent}"/stack/logs/inventory-*.log; do
-        [ -f "$f" ] && { echo "--- $f"; tail -n 5 "$f"; }
-    done
-    exit 1
-}
-skip() { echo "$name: skip: $*"; exit 77; }
-[ -f /usr/lib/galera/libgalera_smm.so ] || skip "Galera not installed (apt-get install galera-4)"
-command -v rsync >/dev/null || skip "rsync not installed (the nodes' state transfer uses it)"
-command -v mariadbd >/dev/null || skip "mariadbd not installed"
-id mysql >/dev/null 2>&1 || skip "no 'mysql' user to run the nodes as"
-[ "$(id -u)" = 0 ] || skip "the nodes' folders must be given to 'mysql': run as root"
 # shellcheck source=tests/checks/stack_common.sh
 . "$(dirname "$0")/stack_common.sh"
+galera_check test_cluster_guards
 LOADGEN=$BUILD/bin/loadgen
 [ -x "$LOADGEN" ] || fail "$LOADGEN missing: run make first"
 private_stack cluster 150
