@@ -32,8 +32,9 @@ static long post_keyed(const char *key, const char *body, struct it_resp *r)
     char hdr[512];
     snprintf(hdr, sizeof(hdr), "Idempotency-Key: %s", key);
     const char *hdrs[] = {hdr, NULL};
-    snprintf(orders_url, sizeof(orders_url), "%s/orders", it.order);
-    return it_http_hdr("POST", orders_url, body, hdrs, r);
+    char url[256];   /* per call: several threads post at once */
+    snprintf(url, sizeof(url), "%s/orders", it.order);
+    return it_http_hdr("POST", url, body, hdrs, r);
 }
 
 static long long ledger_rows(const char *sku)
