@@ -632,8 +632,11 @@ void http_stop(struct http_server *s)
      * connections get 503 on MHD's thread. Then no connection is left
      * suspended when MHD stops. */
     MHD_socket lfd = MHD_quiesce_daemon(s->d);
+    /* shutdown, not close: it stops the listening at once (a connect is
+     * refused) but keeps the descriptor, which MHD's threads may still be
+     * taking out of their epoll sets; it is closed once they are gone. */
     if (lfd != MHD_INVALID_SOCKET)
-        close(lfd);
+        shutdown(lfd, SHUT_RDWR);
     pool_stop(&s->work);
     pool_stop(&s->ctl);
     /* The workers are done, but MHD's threads may still be sending what
@@ -644,6 +647,8 @@ void http_stop(struct http_server *s)
     for (int i = 0; i < HTTP_STOP_FLUSH_MS / 5 && atomic_load(&s->unsent) > 0; i++)
         nanosleep(&nap, NULL);
     MHD_stop_daemon(s->d);
+    if (lfd != MHD_INVALID_SOCKET)
+        close(lfd);
     if (s->reaper_started) {
         atomic_store(&s->reaper_stop, 1);
         pthread_join(s->reaper, NULL);
