@@ -162,8 +162,8 @@ static void test_short_lines(void **state)
         assert_int_equal(it_seed(b, 1), 200);
         assert_int_equal(it_seed(c, 0), 200);
         snprintf(body, sizeof(body),
-                 "{\"lines\":[{\"sku\":\"%s\",\"qty\":2},{\"sku\":\"%s\",\"qty\":2},"
-                 "{\"sku\":\"%s\",\"qty\":1}],\"guard\":\"%s\"}", c, a, b, lock_guards[g]);
+                 "{\"lines\":[{\"sku\":\"%s\",\"qty\":1},{\"sku\":\"%s\",\"qty\":2},"
+                 "{\"sku\":\"%s\",\"qty\":2}],\"guard\":\"%s\"}", c, a, b, lock_guards[g]);
         struct it_resp r;
         long st = deduct((int)(g % 2), body, &r);
         print_message("%s: %ld %s\n", lock_guards[g], st, r.body);
