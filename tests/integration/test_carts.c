@@ -258,6 +258,7 @@ static void test_repeat_is_duplicate(void **state)
         assert_int_equal(it_http("POST", url, body, &r), 200);
         print_message("release: %s\n", r.body);
         assert_null(json_object_get(r.json, "duplicate"));
+        assert_int_equal(json_array_size(json_object_get(r.json, "lines")), 3);
         it_resp_free(&r);
         assert_int_equal(it_http("POST", url, body, &r), 200);
         assert_true(json_is_true(json_object_get(r.json, "duplicate")));
