@@ -65,7 +65,7 @@ int guard_locked_each(const struct guard *g, const struct deduct_env *env,
     res->lock_wait_s = 0;
     int rc = nest_level(&n, env, res);
     res->lock_wait_s += n.waited;
-    if (rc != 0 && n.level < nt) {
+    if (rc != 0 && n.level < nt && nt > 1) {   /* one lock: its own words */
         char why[sizeof(res->detail)];
         snprintf(why, sizeof(why), "%s", res->detail);
         /* a long reason is cut: its start says what failed */
