@@ -192,8 +192,11 @@ static void test_cart_orders(void **state)
         assert_int_equal(it_audit(b, &au), 0);
         assert_true(au.consistent && au.sold == 6 && au.stock == 0 && au.oversold == 0);
     }
-    const char *bad[] = {"{\"lines\":[]}", "{\"lines\":[{\"sku\":\"OC-a-0\",\"qty\":1}],"
-                         "\"sku\":\"OC-a-0\"}", "{\"lines\":[{\"sku\":\"OC-a-0\",\"qty\":0}]}"};
+    const char *bad[] = {
+        "{\"lines\":[]}",
+        "{\"lines\":[{\"sku\":\"OC-a-0\",\"qty\":1}],\"sku\":\"OC-a-0\"}",
+        "{\"lines\":[{\"sku\":\"OC-a-0\",\"qty\":0}]}",
+    };
     for (size_t i = 0; i < 3; i++) {
         struct it_resp r;
         long st = it_http("POST", u, bad[i], &r);
