@@ -1,7 +1,8 @@
 /* Carts: one order of several lines, sold all or nothing by the guards
- * that decide in MySQL (for-update, conditional-update, optimistic; none
- * and mutex, whose read-modify-write still races across instances on
- * purpose), on 2 instances.
+ * that decide in MySQL (for-update, conditional-update, optimistic,
+ * batched-update; none and mutex, whose read-modify-write still races
+ * across instances on purpose) and by the lock guards (their locks nested,
+ * sorted: test_carts_locks.c), on 2 instances.
  * Each field defect is shown by its variant first (line_check:"per-line":
  * the same SKU twice oversells; lock_order:"as-given": crossed carts
  * deadlock), then the safe default holds. Every test ends on an audit. */
@@ -434,7 +435,8 @@ static void test_crossed_carts(void **state)
 static void test_hot_carts_all_or_nothing(void **state)
 {
     static const char *const safe[] = {"for-update", "conditional-update", "optimistic",
-                                       "batched-update", "redis-lock", "lock-table"};
+                                       "batched-update", "redis-lock", "redlock",
+                                       "lock-table", "zookeeper", "etcd"};
     for (size_t g = 0; g < sizeof(safe) / sizeof(safe[0]); g++) {
         char h1[32], h2[32];
         snprintf(h1, sizeof(h1), "Hot-1-%zu", g);
