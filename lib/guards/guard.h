@@ -345,6 +345,13 @@ int guard_seed(const struct deduct_env *env, const char *sku, long long stock,
  * an oversell). */
 int guard_release(const struct deduct_env *env, const char *order_id,
                   struct ledger_row *row, int *side_ok, struct deduct_res *res);
+/* The same for every line: a cart order's lines (all given back at once,
+ * under the locks of every line's SKU when a lock guard sold it) into
+ * rows (room for CART_LINES_MAX), *nrows the count (1 for a single sale),
+ * each line's side state restored. Returns as guard_release. */
+int guard_release_lines(const struct deduct_env *env, const char *order_id,
+                        struct ledger_row *rows, int *nrows, int *side_ok,
+                        struct deduct_res *res);
 
 /* Every guard's facts about sku, best effort. */
 void guard_describe(const char *sku, struct guard_facts *out);

@@ -19,6 +19,7 @@
 #include "base/metrics.h"
 #include "base/util.h"
 #include "guards/core/fault_point.h"
+#include "guards/core/cart_locks.h"
 #include "guards/core/lock_fields.h"
 #include "locks/etcd.h"
 #include "stock/txn.h"
@@ -321,6 +322,7 @@ const struct guard guard_etcd = {
     .fini = etcd_guard_fini,
     .deduct = etcd_guard_deduct,
     .locked = etcd_guard_locked,
+    .deduct_cart = guard_lock_cart,   /* its locks nested, sorted (core/cart_locks) */
     .health = etcd_guard_health,
     .export_metrics = etcd_guard_export_metrics,
 };

@@ -7,6 +7,7 @@
 #include "base/db.h"
 #include "base/util.h"
 #include "guards/core/key_gate.h"
+#include "guards/core/cart_locks.h"
 #include "guards/core/lock_fields.h"
 #include "stock/keys.h"
 #include "stock/txn.h"
@@ -196,4 +197,5 @@ const struct guard guard_lock_table = {
     .opts_default = &lock_req_opts_default,
     .deduct = lock_table_deduct,
     .locked = lock_table_locked,
+    .deduct_cart = guard_lock_cart,   /* its locks nested, sorted (core/cart_locks) */
 };

@@ -49,6 +49,20 @@ static struct timespec wait_until(long ms)
     return until;
 }
 
+/* The stripes this thread holds through mutex_locked: a release of a
+ * cart nests one mutex_locked per SKU (guards/core/cart_locks), and two
+ * SKUs on one stripe must not wait on this thread itself. */
+static _Thread_local unsigned held_stripe[CART_LINES_MAX];
+static _Thread_local int nheld;
+
+static int held_here(unsigned s)
+{
+    for (int i = 0; i < nheld; i++)
+        if (held_stripe[i] == s)
+            return 1;
+    return 0;
+}
+
 /* Within this process only: a release on another instance does not see
  * this mutex, which is the cross-instance race `mutex` exists to show. */
 static int mutex_locked(const struct guard *self, const struct deduct_env *env,
@@ -56,7 +70,12 @@ static int mutex_locked(const struct guard *self, const struct deduct_env *env,
                         struct deduct_res *res)
 {
     const struct lock_req_opts *lo = lock_opts_of(req);
-    pthread_mutex_t *m = &stripes[stripe_of(req->sku)];
+    unsigned s = stripe_of(req->sku);
+    if (held_here(s)) {
+        res->lock_wait_s = 0;  /* already ours (nested) */
+        return guard_deadline_passed(req, res) ? -1 : work(ctx, env, req, res);
+    }
+    pthread_mutex_t *m = &stripes[s];
     struct timespec until = wait_until(req->lock_wait_ms);
     double t0 = util_now();
     int rc = pthread_mutex_timedlock(m, &until);
@@ -77,8 +96,12 @@ static int mutex_locked(const struct guard *self, const struct deduct_env *env,
     fenced.fencing = lo->fencing;
     if (lo->fencing)
         fenced.fence = atomic_fetch_add(&fence_counter, 1) + 1;
+    int pushed = nheld < CART_LINES_MAX;   /* a cart has no more SKUs */
+    if (pushed)
+        held_stripe[nheld++] = s;
     if (!guard_deadline_passed(req, res))
         ret = work(ctx, env, &fenced, res);
+    nheld -= pushed;
     pthread_mutex_unlock(m);
     return ret;
 }

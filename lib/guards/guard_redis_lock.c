@@ -8,6 +8,7 @@
 
 #include "base/db.h"
 #include "base/util.h"
+#include "guards/core/cart_locks.h"
 #include "guards/core/lock_fields.h"
 #include "guards/core/redis_shared.h"
 #include "stock/keys.h"
@@ -171,6 +172,7 @@ const struct guard guard_redis_lock = {
     .opts_default = &lock_req_opts_default,
     .deduct = redis_lock_deduct,
     .locked = redis_lock_locked,
+    .deduct_cart = guard_lock_cart,   /* its locks nested, sorted (core/cart_locks) */
     .uses_redis = 1,
     .init = redis_lock_init,
     .fini = redis_lock_fini,

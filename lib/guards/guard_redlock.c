@@ -11,6 +11,7 @@
 #include "base/util.h"
 #include "guards/core/fault_point.h"
 #include "guards/core/key_gate.h"
+#include "guards/core/cart_locks.h"
 #include "guards/core/lock_fields.h"
 #include "stock/keys.h"
 #include "stock/txn.h"
@@ -291,5 +292,6 @@ const struct guard guard_redlock = {
     .fini = redlock_fini,
     .deduct = redlock_deduct,
     .locked = redlock_locked,
+    .deduct_cart = guard_lock_cart,   /* its locks nested, sorted (core/cart_locks) */
     .export_metrics = redlock_export_metrics,
 };

@@ -13,6 +13,7 @@
 #include "base/metrics.h"
 #include "base/util.h"
 #include "guards/core/fault_point.h"
+#include "guards/core/cart_locks.h"
 #include "guards/core/lock_fields.h"
 #include "locks/zk.h"
 #include "locks/zk_lock.h"
@@ -278,5 +279,6 @@ const struct guard guard_zookeeper = {
     .fini = zk_fini,
     .deduct = zk_deduct,
     .locked = zk_locked,
+    .deduct_cart = guard_lock_cart,   /* its locks nested, sorted (core/cart_locks) */
     .export_metrics = zk_export_metrics,
 };

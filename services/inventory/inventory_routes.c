@@ -282,6 +282,34 @@ static void route_minus(void *app, struct route_call *call, const struct http_re
     run_deduct(c, call, req, &dr, NULL, NULL, resp);
 }
 
+/* The 200 of a release: the sale's sku and qty, or a cart's "lines"
+ * (every line given back), then released (or duplicate: given back
+ * before). */
+static json_t *release_answer(const char *order_id, const struct ledger_row *rows, int nrows,
+                              int released, int side_ok)
+{
+    json_t *j = json_pack("{s:b,s:s}", "ok", 1, "order_id", order_id);
+    if (!j)
+        return NULL;
+    if (nrows > 1) {
+        json_t *lines = json_array();
+        for (int i = 0; lines && i < nrows; i++)
+            json_array_append_new(lines, json_pack("{s:s,s:I}", "sku", rows[i].sku, "qty",
+                                                   (json_int_t)rows[i].qty));
+        json_object_set_new(j, "lines", lines);
+    } else {
+        json_object_set_new(j, "sku", json_string(rows[0].sku));
+        json_object_set_new(j, "qty", json_integer((json_int_t)rows[0].qty));
+    }
+    if (released) {
+        json_object_set_new(j, "released", json_true());
+        json_object_set_new(j, "side_state_restored", json_boolean(side_ok));
+    } else {
+        json_object_set_new(j, "duplicate", json_true());
+    }
+    return j;
+}
+
 static void route_release(void *app, struct route_call *call, const struct http_req *req,
                           struct http_resp *resp)
 {
@@ -299,19 +327,15 @@ static void route_release(void *app, struct route_call *call, const struct http_
     struct deduct_env env;
     if (env_ready(c, &env, resp) != 0)
         return;
-    struct ledger_row row;
+    struct ledger_row rows[CART_LINES_MAX];
     struct deduct_res r;
-    int side_ok;
-    switch (guard_release(&env, order_id, &row, &side_ok, &r)) {
+    int side_ok, nrows;
+    int rc = guard_release_lines(&env, order_id, rows, &nrows, &side_ok, &r);
+    switch (rc) {
     case STOCK_RELEASED:
-        http_json(resp, 200, json_pack("{s:b,s:s,s:s,s:I,s:b,s:b}", "ok", 1, "order_id",
-                                       order_id, "sku", row.sku, "qty", (json_int_t)row.qty,
-                                       "released", 1, "side_state_restored", side_ok));
-        return;
     case STOCK_ALREADY_RELEASED:
-        http_json(resp, 200, json_pack("{s:b,s:s,s:s,s:I,s:b}", "ok", 1, "order_id",
-                                       order_id, "sku", row.sku, "qty", (json_int_t)row.qty,
-                                       "duplicate", 1));
+        http_json(resp, 200, release_answer(order_id, rows, nrows, rc == STOCK_RELEASED,
+                                            side_ok));
         return;
     case STOCK_UNKNOWN_ORDER:
         http_error(resp, 404, "unknown_order", "no recorded deduction for order '%s'",

@@ -46,13 +46,20 @@ static void retry_later(struct http_resp *resp)
     snprintf(resp->retry_after, sizeof(resp->retry_after), "1");
 }
 
-/* 201 with a placed row; duplicate marks a repeat of an earlier request. */
+/* 201 with a placed row (a cart: its "lines" for sku and qty); duplicate
+ * marks a repeat of an earlier request. */
 static void answer_placed(struct http_resp *resp, const char *order_id,
                           const struct order_row *r, int duplicate)
 {
-    json_t *j = json_pack("{s:b,s:s,s:s,s:I,s:s,s:s}", "ok", 1, "order_id", order_id, "sku",
-                          r->sku, "qty", (json_int_t)r->qty, "guard", r->guard,
-                          "inventory_instance", r->instance);
+    json_t *j = json_pack("{s:b,s:s,s:s,s:s}", "ok", 1, "order_id", order_id, "guard",
+                          r->guard, "inventory_instance", r->instance);
+    json_t *lines = r->lines[0] ? json_loads(r->lines, 0, NULL) : NULL;
+    if (j && lines) {
+        json_object_set_new(j, "lines", lines);
+    } else if (j) {
+        json_object_set_new(j, "sku", json_string(r->sku));
+        json_object_set_new(j, "qty", json_integer((json_int_t)r->qty));
+    }
     if (j && r->remaining >= 0)
         json_object_set_new(j, "remaining", json_integer(r->remaining));
     if (j && duplicate)
@@ -137,9 +144,10 @@ static int answer_existing(struct db_conn *db, const struct order_req *o, long l
         return 0;
     }
     if (n == 1 && (strcmp(r.sku, o->sku) != 0 || r.qty != o->qty ||
-                   strcmp(r.user_id, o->user_id) != 0)) {
+                   strcmp(r.lines, o->lines) != 0 || strcmp(r.user_id, o->user_id) != 0)) {
         http_error(resp, 409, "order_id_conflict", "order_id %s already names another "
-                   "order (its sku, qty or user_id differ); use a new order_id", o->order_id);
+                   "order (its sku, qty, lines or user_id differ); use a new order_id",
+                   o->order_id);
         return 0;
     }
     if (n == 1 && strcmp(r.status, "placed") == 0) {
@@ -194,9 +202,10 @@ static void finish_sale(const struct order_conf *c, struct db_conn *db,
     json_t *ans = json_loads(a->body, 0, NULL);
     struct order_row r = {.qty = o->qty, .remaining = -1};
     const char *guard = NULL, *instance = NULL;
-    json_int_t remaining = 0;
-    if (!ans || json_unpack(ans, "{s:I,s:s,s:s}", "remaining", &remaining, "guard", &guard,
-                            "instance", &instance) != 0) {
+    json_int_t remaining = -1;
+    /* a cart's answer has the remaining stock per line, not one */
+    if (!ans || json_unpack(ans, "{s:s,s:s}", "guard", &guard, "instance", &instance) != 0 ||
+        (!o->lines[0] && json_unpack(ans, "{s:I}", "remaining", &remaining) != 0)) {
         enum order_settled s = release_now(c, db, o->order_id, used);
         http_error(resp, 502, "bad_inventory_answer", "inventory answered 200 with an "
                    "unexpected body; %s", s == ORDER_CANCELLED ? "stock given back"
@@ -205,6 +214,7 @@ static void finish_sale(const struct order_conf *c, struct db_conn *db,
         return;
     }
     snprintf(r.sku, sizeof(r.sku), "%s", o->sku);
+    snprintf(r.lines, sizeof(r.lines), "%s", o->lines);
     snprintf(r.guard, sizeof(r.guard), "%s", guard);
     snprintf(r.instance, sizeof(r.instance), "%s", instance);
     r.remaining = remaining;
@@ -239,7 +249,8 @@ void order_place(const struct order_conf *c, struct order_req *o, struct http_re
         http_error(resp, 500, "internal", "out of memory");
         return;
     }
-    long long n = order_store_begin(db, o->order_id, o->user_id, o->sku, o->qty, "", budget);
+    long long n = order_store_begin(db, o->order_id, o->user_id, o->sku, o->qty, o->lines, "",
+                                    budget);
     if (n == DB_EDUP && !answer_existing(db, o, budget, resp))
         return;
     if (n < 0 && n != DB_EDUP) {
@@ -249,7 +260,8 @@ void order_place(const struct order_conf *c, struct order_req *o, struct http_re
         return;
     }
     json_object_set_new(o->forward, "order_id", json_string(o->order_id));
-    json_object_set_new(o->forward, "qty", json_integer(o->qty));
+    if (!o->lines[0])          /* a cart's units are in its lines */
+        json_object_set_new(o->forward, "qty", json_integer(o->qty));
     json_object_del(o->forward, "user_id");
     char *body = json_dumps(o->forward, JSON_COMPACT);
     struct invc_answer *a = malloc(sizeof(*a));

@@ -5,6 +5,7 @@
 #define ORDER_PLACE_H
 
 #include "order_config.h"
+#include "order_store.h"
 
 #include "base/http.h"
 #include "stock/deduct.h"
@@ -15,10 +16,12 @@
 struct order_req {
     char order_id[STOCK_ID_MAX + 1];   /* the client's, or a generated one */
     char user_id[STOCK_ID_MAX + 1];
-    char sku[STOCK_SKU_MAX + 1];
-    long long qty;
+    char sku[STOCK_SKU_MAX + 1];       /* a cart: its line 0's */
+    long long qty;                     /* a cart: the units of all its lines */
+    char lines[ORDER_LINES_MAX];       /* a cart's lines as the order row keeps
+                                        * them (compact JSON), "" for one SKU */
     /* The body for POST /inventory/deduct, borrowed: order_place sets its
-     * order_id and qty and drops user_id; guard, hold_ms and lock options
+     * order_id and (one SKU) qty and drops user_id; a cart's "lines", guard, hold_ms and lock options
      * pass through for the inventory to validate. */
     json_t *forward;
     double started;                    /* util_now() at the request: the budget starts here */

@@ -11,6 +11,7 @@
 #include "base/metrics.h"
 #include "base/service.h"
 #include "base/util.h"
+#include "stock/cart.h"
 #include "stock/request.h"
 
 #include <stdio.h>
@@ -61,6 +62,49 @@ static int id_field(json_t *o, const char *key, const char **out, char *err, siz
 static void place_keyed(const struct order_conf *c, struct order_req *r, const char *key,
                         const struct http_req *req, struct http_resp *resp);
 
+/* What the body orders: one SKU ("sku", "qty" 1 by default) or a cart
+ * ("lines", checked as the inventory checks them: stock/cart.h), into r's
+ * sku, qty and lines (a cart: line 0's SKU, every line's units, the lines
+ * as compact JSON in the client's order). Returns 0, or -1 with err. */
+static int order_what(json_t *o, struct order_req *r, char *err, size_t errlen)
+{
+    struct cart *cart = malloc(sizeof(*cart));
+    int rc = cart ? cart_from(o, cart, err, errlen) : -1;
+    if (!cart)
+        snprintf(err, errlen, "out of memory");
+    if (rc == 0) {
+        size_t off = 0;
+        r->qty = 0;
+        snprintf(r->sku, sizeof(r->sku), "%s", cart->line[0].sku);
+        for (int i = 0; i < cart->nlines && off < sizeof(r->lines); i++) {
+            r->qty += cart->line[i].qty;
+            off += (size_t)snprintf(r->lines + off, sizeof(r->lines) - off,
+                                    "%s{\"sku\":\"%s\",\"qty\":%ld}%s", i ? "," : "[",
+                                    cart->line[i].sku, cart->line[i].qty,
+                                    i == cart->nlines - 1 ? "]" : "");
+        }
+    }
+    free(cart);
+    if (rc <= 0)
+        return rc;
+    const char *sku = NULL;
+    json_t *qty = json_object_get(o, "qty");
+    if (id_field(o, "sku", &sku, err, errlen) != 0 || !sku) {
+        if (!sku && !json_object_get(o, "sku"))
+            snprintf(err, errlen, "sku (string) or lines (array) is required");
+        return -1;
+    }
+    if (qty && (!json_is_integer(qty) || json_integer_value(qty) < 1 ||
+                json_integer_value(qty) > REQ_QTY_MAX)) {
+        snprintf(err, errlen, "qty must be an integer 1..%d", REQ_QTY_MAX);
+        return -1;
+    }
+    snprintf(r->sku, sizeof(r->sku), "%s", sku);
+    r->qty = qty ? json_integer_value(qty) : 1;
+    return 0;
+}
+
+
 static void route_post_orders(void *app, struct route_call *call, const struct http_req *req,
                               struct http_resp *resp)
 {
@@ -79,28 +123,27 @@ static void route_post_orders(void *app, struct route_call *call, const struct h
         http_error(resp, 400, "bad_idempotency_key", "%s", err);
         return;
     }
-    const char *sku = NULL, *user = NULL, *order_id = NULL;
-    json_t *qty = json_object_get(o, "qty");
-    if (id_field(o, "sku", &sku, err, sizeof(err)) != 0 || !sku)
-        http_error(resp, 400, "bad_request", "%s", sku || json_object_get(o, "sku") ? err
-                                                   : "sku (string) is required");
-    else if (qty && (!json_is_integer(qty) || json_integer_value(qty) < 1 ||
-                     json_integer_value(qty) > REQ_QTY_MAX))
-        http_error(resp, 400, "bad_request", "qty must be an integer 1..%d", REQ_QTY_MAX);
+    const char *user = NULL, *order_id = NULL;
+    struct order_req *r = calloc(1, sizeof(*r));   /* a cart's lines: 4.6 KB */
+    int form = r ? order_what(o, r, err, sizeof(err)) : -2;
+    if (form == -2)
+        http_error(resp, 500, "internal", "out of memory");
+    else if (form < 0)
+        http_error(resp, 400, "bad_request", "%s", err);
     else if (id_field(o, "user_id", &user, err, sizeof(err)) != 0 ||
              id_field(o, "order_id", &order_id, err, sizeof(err)) != 0)
         http_error(resp, 400, "bad_request", "%s", err);
     else {
-        struct order_req r = {.qty = qty ? json_integer_value(qty) : 1, .forward = o,
-                              .started = req->started};
-        snprintf(r.sku, sizeof(r.sku), "%s", sku);
-        snprintf(r.user_id, sizeof(r.user_id), "%s", user ? user : "anonymous");
+        r->forward = o;
+        r->started = req->started;
+        snprintf(r->user_id, sizeof(r->user_id), "%s", user ? user : "anonymous");
         if (order_id)
-            snprintf(r.order_id, sizeof(r.order_id), "%s", order_id);
+            snprintf(r->order_id, sizeof(r->order_id), "%s", order_id);
         else
-            make_order_id(c, r.order_id, sizeof(r.order_id));
-        place_keyed(c, &r, key_header ? key : NULL, req, resp);
+            make_order_id(c, r->order_id, sizeof(r->order_id));
+        place_keyed(c, r, key_header ? key : NULL, req, resp);
     }
+    free(r);
     json_decref(o);
 }
 

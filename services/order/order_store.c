@@ -6,22 +6,25 @@
 #include "base/db.h"
 
 long long order_store_begin(struct db_conn *db, const char *order_id, const char *user_id,
-                            const char *sku, long long qty, const char *guard,
-                            long long budget_ms)
+                            const char *sku, long long qty, const char *lines,
+                            const char *guard, long long budget_ms)
 {
-    return db_run(db, "INSERT INTO orders (order_id, user_id, sku, qty, guard, "
-                      "inventory_instance, status, deadline_at) VALUES (?, ?, ?, ?, ?, '', "
-                      "'pending', NOW(3) + INTERVAL ? MICROSECOND)",
-                  "sssl" "sl", "", order_id, user_id, sku, qty, guard, budget_ms * 1000);
+    return db_run(db, "INSERT INTO orders (order_id, user_id, sku, qty, cart_lines, guard, "
+                      "inventory_instance, status, deadline_at) VALUES (?, ?, ?, ?, "
+                      "NULLIF(?, ''), ?, '', 'pending', NOW(3) + INTERVAL ? MICROSECOND)",
+                  "sssl" "ssl", "", order_id, user_id, sku, qty, lines ? lines : "", guard,
+                  budget_ms * 1000);
 }
 
 long long order_store_get(struct db_conn *db, const char *order_id, struct order_row *r)
 {
     return db_run(db, "SELECT user_id, sku, qty, guard, inventory_instance, status, "
-                      "COALESCE(remaining, -1) FROM orders WHERE order_id = ?",
-                  "s", "ssl" "sssl", order_id, r->user_id, sizeof(r->user_id), r->sku,
+                      "COALESCE(remaining, -1), COALESCE(cart_lines, '') FROM orders "
+                      "WHERE order_id = ?",
+                  "s", "ssl" "sssl" "s", order_id, r->user_id, sizeof(r->user_id), r->sku,
                   sizeof(r->sku), &r->qty, r->guard, sizeof(r->guard), r->instance,
-                  sizeof(r->instance), r->status, sizeof(r->status), &r->remaining);
+                  sizeof(r->instance), r->status, sizeof(r->status), &r->remaining, r->lines,
+                  sizeof(r->lines));
 }
 
 long long order_store_place(struct db_conn *db, const char *order_id, const char *guard,

@@ -16,6 +16,9 @@
 
 struct db_conn;
 
+/* Room for a cart's lines as compact JSON: 50 lines of a 64-byte SKU. */
+#define ORDER_LINES_MAX 4608
+
 struct order_row {
     char user_id[STOCK_ID_MAX + 1];
     char sku[STOCK_SKU_MAX + 1];
@@ -24,13 +27,15 @@ struct order_row {
     char instance[65];
     char status[17];
     long long remaining;         /* -1 when unknown (not placed, or an old row) */
+    char lines[ORDER_LINES_MAX]; /* a cart's lines (sql/011), "" for one SKU */
 };
 
 /* Record the intent: a pending row whose deadline is now + budget_ms on the
- * database clock. DB_EDUP when order_id already has a row. */
+ * database clock; lines a cart's lines (NULL or "": one SKU). DB_EDUP when
+ * order_id already has a row. */
 long long order_store_begin(struct db_conn *db, const char *order_id, const char *user_id,
-                            const char *sku, long long qty, const char *guard,
-                            long long budget_ms);
+                            const char *sku, long long qty, const char *lines,
+                            const char *guard, long long budget_ms);
 
 /* Read one order. 1 and *row filled, 0 when there is no such order. */
 long long order_store_get(struct db_conn *db, const char *order_id, struct order_row *row);

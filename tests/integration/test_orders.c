@@ -117,12 +117,102 @@ static void test_order_db_failure_compensates(void **state)
     assert_true(a.consistent);
 }
 
+/* A cart through the order service (the body's "lines", forwarded to the
+ * inventory): 201 with the lines, a repeat answers the first order, other
+ * lines under its order_id are a conflict, a short line is the
+ * inventory's 409 out_of_stock naming it; under load the orders match the
+ * ledger per SKU. Under a MySQL guard and a lock guard. */
+static void test_cart_orders(void **state)
+{
+    static const char *const guards[] = {"for-update", "redis-lock"};
+    char u[256];
+    snprintf(u, sizeof(u), "%s/orders", it.order);
+    for (size_t g = 0; g < 2; g++) {
+        char a[32], b[32], id[32], body[512], q[256];
+        snprintf(a, sizeof(a), "OC-a-%zu", g);
+        snprintf(b, sizeof(b), "OC-b-%zu", g);
+        snprintf(id, sizeof(id), "oc-%zu", g);
+        assert_int_equal(it_seed(a, 10), 200);
+        assert_int_equal(it_seed(b, 3), 200);
+        snprintf(body, sizeof(body), "{\"lines\":[{\"sku\":\"%s\",\"qty\":2},{\"sku\":\"%s\","
+                 "\"qty\":3}],\"guard\":\"%s\",\"order_id\":\"%s\"}", a, b, guards[g], id);
+        struct it_resp r;
+        for (int rep = 0; rep < 2; rep++) {
+            long st = it_http("POST", u, body, &r);
+            print_message("%s cart order: %ld %s\n", guards[g], st, r.body);
+            assert_int_equal(st, 201);
+            json_t *lines = json_object_get(r.json, "lines");
+            assert_int_equal(json_array_size(lines), 2);
+            assert_string_equal(json_string_value(json_object_get(json_array_get(lines, 1),
+                                                                  "sku")), b);
+            assert_int_equal(json_is_true(json_object_get(r.json, "duplicate")), rep);
+            it_resp_free(&r);
+        }
+        snprintf(q, sizeof(q), "SELECT COUNT(*) FROM db_order.orders WHERE order_id='%s' AND "
+                 "status='placed' AND qty=5 AND cart_lines IS NOT NULL", id);
+        assert_int_equal(it_sql_value(q), 1);
+        snprintf(body, sizeof(body), "{\"lines\":[{\"sku\":\"%s\",\"qty\":1}],\"guard\":\"%s\","
+                 "\"order_id\":\"%s\"}", a, guards[g], id);
+        assert_int_equal(it_http("POST", u, body, &r), 409);
+        assert_string_equal(json_string_value(json_object_get(r.json, "error")),
+                            "order_id_conflict");
+        it_resp_free(&r);
+        snprintf(body, sizeof(body), "{\"lines\":[{\"sku\":\"%s\",\"qty\":1},{\"sku\":\"%s\","
+                 "\"qty\":1}],\"guard\":\"%s\"}", a, b, guards[g]);
+        long st = it_http("POST", u, body, &r);
+        print_message("%s short cart order: %ld %s\n", guards[g], st, r.body);
+        assert_int_equal(st, 409);
+        assert_string_equal(json_string_value(json_object_get(r.json, "error")), "out_of_stock");
+        json_t *s0 = json_array_get(json_object_get(r.json, "short"), 0);
+        assert_string_equal(json_string_value(json_object_get(s0, "sku")), b);
+        assert_int_equal(json_array_size(json_object_get(r.json, "short")), 1);
+        it_resp_free(&r);
+        struct it_audit au;
+        assert_int_equal(it_audit(a, &au), 0);
+        assert_true(au.consistent && au.sold == 2 && au.stock == 8 && au.oversold == 0);
+        assert_int_equal(it_audit(b, &au), 0);
+        assert_true(au.consistent && au.sold == 3 && au.stock == 0 && au.oversold == 0);
+
+        /* Under load: 40 carts {a:1, b:1} for 6 b's. */
+        assert_int_equal(it_seed(a, 10), 200);
+        assert_int_equal(it_seed(b, 6), 200);
+        char fmt[256];
+        snprintf(fmt, sizeof(fmt), "{\"lines\":[{\"sku\":\"%s\",\"qty\":1},{\"sku\":\"%s\","
+                 "\"qty\":1}],\"user_id\":\"u-%%d\",\"guard\":\"%s\"}", b, a, guards[g]);
+        const char *urls[] = {u};
+        struct it_load l = {.total = 40, .clients = 8, .urls = urls, .nurls = 1,
+                            .method = "POST", .body_fmt = fmt};
+        it_hammer(&l);
+        print_message("%s: 40 cart orders: %d placed, %d refused\n", guards[g],
+                      l.by_status[201], l.by_status[409]);
+        assert_int_equal(l.by_status[201], 6);
+        assert_int_equal(l.by_status[409], 34);
+        assert_int_equal(it_audit(a, &au), 0);
+        assert_true(au.consistent && au.sold == 6 && au.stock == 4 && au.oversold == 0);
+        assert_int_equal(it_audit(b, &au), 0);
+        assert_true(au.consistent && au.sold == 6 && au.stock == 0 && au.oversold == 0);
+    }
+    const char *bad[] = {
+        "{\"lines\":[]}",
+        "{\"lines\":[{\"sku\":\"OC-a-0\",\"qty\":1}],\"sku\":\"OC-a-0\"}",
+        "{\"lines\":[{\"sku\":\"OC-a-0\",\"qty\":0}]}",
+    };
+    for (size_t i = 0; i < 3; i++) {
+        struct it_resp r;
+        long st = it_http("POST", u, bad[i], &r);
+        if (st != 400)
+            fail_msg("%s answered %ld %s", bad[i], st, r.body);
+        it_resp_free(&r);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_orders_equal_ledger),
         cmocka_unit_test(test_place_an_order_seed_endpoint),
         cmocka_unit_test(test_order_bad_input),
+        cmocka_unit_test(test_cart_orders),
         cmocka_unit_test_teardown(test_order_db_failure_compensates, restore_orders_table),
     };
     return cmocka_run_group_tests(tests, group_setup, NULL);

@@ -238,6 +238,16 @@ static int batched_deduct(const struct guard *self, const struct deduct_env *env
     return 0;
 }
 
+/* A cart is not batched: it is sold alone, as conditional-update sells
+ * it (one transaction, UPDATE ... WHERE stock >= the lines' sum per row,
+ * in sorted SKU order). Its rows' conditional UPDATEs and a batch's meet
+ * in InnoDB's row locks, so neither can sell past zero. */
+static int batched_cart(const struct guard *self, const struct deduct_env *env,
+                        const struct cart *c, struct cart_res *res)
+{
+    return stock_cart_sell(self->name, env, c, CART_STYLE_CONDITIONAL, res);
+}
+
 const struct guard guard_batched_update = {
     .name = "batched-update",
     .how = "group commit: concurrent deductions of a SKU in one instance share one "
@@ -251,4 +261,5 @@ const struct guard guard_batched_update = {
     .noptions = sizeof(options) / sizeof(options[0]),
     .options_conf = &conf,
     .deduct = batched_deduct,
+    .deduct_cart = batched_cart,
 };

@@ -81,9 +81,11 @@ int guard_deduct_cart(const struct guard *g, const struct deduct_env *env,
     snprintf(res->base.guard, sizeof(res->base.guard), "%s", g->name);
     if (!g->deduct_cart) {     /* before env: the caller opened nothing */
         res->base.outcome = DEDUCT_BAD_REQUEST;
-        snprintf(res->base.detail, sizeof(res->base.detail),
-                 "guard %.31s does not sell carts (\"lines\") yet; these do: %.64s", g->name,
-                 guard_cart_names());
+        /* the whole list fits: a client learns every guard it may use */
+        if (snprintf(res->base.detail, sizeof(res->base.detail),
+                     "%.20s sells no carts (\"lines\"); these do: %s", g->name,
+                     guard_cart_names()) < 0)
+            res->base.detail[0] = '\0';
         return 0;
     }
     snprintf(res->base.instance, sizeof(res->base.instance), "%s", env->instance);

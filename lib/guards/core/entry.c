@@ -4,6 +4,7 @@
 
 #include "base/db.h"
 #include "base/metrics.h"
+#include "guards/core/cart_locks.h"
 #include "stock/inflight.h"
 #include "stock/store.h"
 #include "stock/txn.h"
@@ -195,7 +196,8 @@ int guard_seed(const struct deduct_env *env, const char *sku, long long stock,
 
 struct release_work {
     const char *order_id;
-    struct ledger_row *row;
+    struct ledger_row *rows;   /* [0]: the sale, or a cart's line 0 */
+    int lines;                 /* 1: a single sale; more: a cart */
     int rc;                    /* stock_release's answer */
 };
 
@@ -203,7 +205,8 @@ static int release_under_lock(void *ctx, const struct deduct_env *env,
                               const struct deduct_req *req, struct deduct_res *res)
 {
     struct release_work *w = ctx;
-    w->rc = stock_release(env->db, w->order_id, w->row);
+    w->rc = w->lines > 1 ? stock_cart_release(env->db, w->order_id, w->lines, &w->rows[0])
+                         : stock_release(env->db, w->order_id, &w->rows[0]);
     if (w->rc < 0)
         stock_db_failure(env->db, w->rc, res);
     return 0;
@@ -231,51 +234,66 @@ static int queued_elsewhere(const char *order_id, struct deduct_res *res)
     return STOCK_UNKNOWN_ORDER;
 }
 
-/* The MySQL half of a release, under the lock of the guard that sold it
- * when that guard is a lock guard. The lock needs the SKU, which only the
- * ledger row knows: a plain read finds it, stock_release then re-reads
- * the row under FOR UPDATE inside the lock. Returns a stock_release_result,
- * or -1 with res filled (MySQL failed, lock not obtained). */
-static int release_stock(const struct deduct_env *env, const char *order_id,
-                         struct ledger_row *row, struct deduct_res *res)
+/* Every line of order_id into rows (a plain read: the release re-reads
+ * them under FOR UPDATE), *nrows the count. Returns 1, 0 unknown order,
+ * or a negative DB_E* code. */
+static int release_read_lines(const struct deduct_env *env, const char *order_id,
+                              struct ledger_row *rows, int *nrows)
 {
-    int rc = store_ledger_get(env->db, order_id, 0, row);
+    int rc = store_ledger_get(env->db, order_id, 0, &rows[0]);
+    if (rc <= 0)
+        return rc;
+    long long lines = store_ledger_count(env->db, order_id);
+    if (lines < 0)
+        return (int)lines;
+    *nrows = lines > CART_LINES_MAX ? CART_LINES_MAX : lines > 1 ? (int)lines : 1;
+    for (int i = 0; *nrows > 1 && i < *nrows; i++)
+        if ((rc = store_ledger_get_line(env->db, order_id, i, &rows[i])) <= 0)
+            return rc < 0 ? rc : DB_ERETRY;   /* a line gone meanwhile: a reseed */
+    return 1;
+}
+
+/* The MySQL half of a release, under the lock of the guard that sold it
+ * when that guard is a lock guard: every line's SKU locked, in sorted
+ * order as its carts take them (guards/core/cart_locks), then every line
+ * given back in one transaction. The locks need the SKUs, which only the
+ * ledger knows: a plain read finds them. Returns a stock_release_result,
+ * or -1 with res filled (MySQL failed, a lock not obtained). */
+static int release_stock(const struct deduct_env *env, const char *order_id,
+                         struct ledger_row *rows, int *nrows, struct deduct_res *res)
+{
+    int rc = release_read_lines(env, order_id, rows, nrows);
     if (rc < 0) {
         stock_db_failure(env->db, rc, res);
         return -1;
     }
     if (rc == 0)
         return queued_elsewhere(order_id, res);
-    if (row->released)
+    if (rows[0].released)
         return STOCK_ALREADY_RELEASED;
-    /* A cart (only MySQL guards sell them: no lock, no side state) gives
-     * every line back at once. */
-    long long lines = store_ledger_count(env->db, order_id);
-    if (lines > 1)
-        rc = stock_cart_release(env->db, order_id, lines, row);
-    if (lines < 0 || (lines > 1 && rc < 0)) {
-        stock_db_failure(env->db, lines < 0 ? (int)lines : rc, res);
-        return -1;
-    }
-    if (lines > 1)
-        return rc;
-    const struct guard *g = guard_find(row->guard);
-    struct release_work w = {order_id, row, 0};
+    const struct guard *g = guard_find(rows[0].guard);
+    struct release_work w = {order_id, rows, *nrows, 0};
     if (!g || !g->locked) {
         release_under_lock(&w, env, NULL, res);
         return w.rc < 0 ? -1 : w.rc;
     }
-    /* The lock as a plain request would take it: the instance's wait, the
-     * guard's default options (opts NULL: for a lock, the instance's lease
-     * and the safe lock), one deadline over wait and write. */
-    struct deduct_req req;
-    memset(&req, 0, sizeof(req));
-    snprintf(req.sku, sizeof(req.sku), "%s", row->sku);
-    snprintf(req.order_id, sizeof(req.order_id), "%s", order_id);
-    req.qty = (long)row->qty;
-    req.lock_wait_ms = env->default_wait_ms > 0 ? env->default_wait_ms : RELEASE_DEFAULT_WAIT_MS;
-    req.deadline = util_now() + (double)(req.lock_wait_ms + RELEASE_MARGIN_MS) / 1000.0;
-    if (g->locked(g, env, &req, release_under_lock, &w, res) != 0) {
+    /* The locks as a plain request would take them: the instance's wait,
+     * the guard's default options (opts NULL: for a lock, the instance's
+     * lease and the safe lock), one deadline over waits and write. */
+    struct cart c;
+    memset(&c, 0, sizeof(c));
+    c.nlines = *nrows;
+    for (int i = 0; i < *nrows; i++) {
+        snprintf(c.line[i].sku, sizeof(c.line[i].sku), "%s", rows[i].sku);
+        c.line[i].qty = (long)rows[i].qty;
+    }
+    struct cart_touch t[CART_LINES_MAX];
+    int nt = cart_plan(&c, t);
+    struct deduct_req *req = &c.req;
+    snprintf(req->order_id, sizeof(req->order_id), "%s", order_id);
+    req->lock_wait_ms = env->default_wait_ms > 0 ? env->default_wait_ms : RELEASE_DEFAULT_WAIT_MS;
+    req->deadline = util_now() + (double)(req->lock_wait_ms + RELEASE_MARGIN_MS) / 1000.0;
+    if (guard_locked_each(g, env, req, t, nt, 0, release_under_lock, &w, res) != 0) {
         char labels[64];
         snprintf(labels, sizeof(labels), "guard=\"%s\"", g->name);
         metrics_add("lab_release_lock_failures_total", labels, 1);
@@ -284,26 +302,40 @@ static int release_stock(const struct deduct_env *env, const char *order_id,
     return w.rc < 0 ? -1 : w.rc;
 }
 
-int guard_release(const struct deduct_env *env, const char *order_id,
-                  struct ledger_row *row, int *side_ok, struct deduct_res *res)
+int guard_release_lines(const struct deduct_env *env, const char *order_id,
+                        struct ledger_row *rows, int *nrows, int *side_ok,
+                        struct deduct_res *res)
 {
     memset(res, 0, sizeof(*res));
     *side_ok = 1;
-    int rc = release_stock(env, order_id, row, res);
+    *nrows = 1;
+    int rc = release_stock(env, order_id, rows, nrows, res);
     if (rc < 0)
         return -1;             /* res filled */
     if (rc != STOCK_RELEASED)
         return rc;
     /* Side state (Redis stock) follows the guard that sold it, after the
-     * commit: if its backend fails now the units stay missing there, an
-     * undersell, never an oversell. */
-    const struct guard *g = guard_find(row->guard);
-    struct deduct_res r = {0};
-    if (g && g->release && g->release(g, env, row->sku, (long)row->qty, &r) != 0) {
-        *side_ok = 0;
-        fprintf(stderr, "inventory %s: release of %s: %s stock not restored: %s\n",
-                env->instance, order_id, row->guard, r.detail);
+     * commit, line by line: if its backend fails now the units stay
+     * missing there, an undersell, never an oversell. */
+    const struct guard *g = guard_find(rows[0].guard);
+    for (int i = 0; g && g->release && i < *nrows; i++) {
+        struct deduct_res r = {0};
+        if (g->release(g, env, rows[i].sku, (long)rows[i].qty, &r) != 0) {
+            *side_ok = 0;
+            fprintf(stderr, "inventory %s: release of %s line %d: %s stock not restored: %s\n",
+                    env->instance, order_id, i, rows[i].guard, r.detail);
+        }
     }
+    return rc;
+}
+
+int guard_release(const struct deduct_env *env, const char *order_id,
+                  struct ledger_row *row, int *side_ok, struct deduct_res *res)
+{
+    struct ledger_row rows[CART_LINES_MAX];
+    int n;
+    int rc = guard_release_lines(env, order_id, rows, &n, side_ok, res);
+    *row = rows[0];
     return rc;
 }
 
