@@ -3,6 +3,7 @@
 #include "order_routes.h"
 
 #include "inventory_client.h"
+#include "order_hold.h"
 #include "order_idem.h"
 #include "order_place.h"
 #include "order_store.h"
@@ -80,7 +81,7 @@ static void route_post_orders(void *app, struct route_call *call, const struct h
         return;
     }
     const char *sku = NULL, *user = NULL, *order_id = NULL;
-    json_t *qty = json_object_get(o, "qty");
+    json_t *qty = json_object_get(o, "qty"), *pay = json_object_get(o, "pay_within_ms");
     if (id_field(o, "sku", &sku, err, sizeof(err)) != 0 || !sku)
         http_error(resp, 400, "bad_request", "%s", sku || json_object_get(o, "sku") ? err
                                                    : "sku (string) is required");
@@ -90,9 +91,14 @@ static void route_post_orders(void *app, struct route_call *call, const struct h
     else if (id_field(o, "user_id", &user, err, sizeof(err)) != 0 ||
              id_field(o, "order_id", &order_id, err, sizeof(err)) != 0)
         http_error(resp, 400, "bad_request", "%s", err);
+    else if (pay && (!json_is_integer(pay) || json_integer_value(pay) < ORDER_PAY_MIN_MS ||
+                     json_integer_value(pay) > ORDER_PAY_MAX_MS))
+        http_error(resp, 400, "bad_request", "pay_within_ms must be an integer %d..%d",
+                   ORDER_PAY_MIN_MS, ORDER_PAY_MAX_MS);
     else {
         struct order_req r = {.qty = qty ? json_integer_value(qty) : 1, .forward = o,
-                              .started = req->started};
+                              .started = req->started,
+                              .pay_within_ms = pay ? json_integer_value(pay) : 0};
         snprintf(r.sku, sizeof(r.sku), "%s", sku);
         snprintf(r.user_id, sizeof(r.user_id), "%s", user ? user : "anonymous");
         if (order_id)
@@ -211,6 +217,7 @@ static const struct route order_route_rows[] = {
     /* path                 methods     handler            label           body  thread         check */
     {"/orders",             ROUTE_POST, route_post_orders, "orders",       0, ROUTE_WORKER,  NULL},
     {"/orders",             ROUTE_GET,  route_count,       "orders_count", 0, ROUTE_WORKER,  NULL},
+    {"/orders/{id}/pay",    ROUTE_POST, order_route_pay,   "orders_pay",   0, ROUTE_WORKER,  NULL},
     {"/order/placeAnOrder", ROUTE_GET,  route_place,       "placeAnOrder", 0, ROUTE_WORKER,  NULL},
     {"/healthz",            ROUTE_GET,  route_health,      "healthz",      0, ROUTE_CONTROL, NULL},
     {"/metrics",            ROUTE_GET,  route_metrics,     "metrics",      0, ROUTE_CONTROL, NULL},

@@ -413,6 +413,79 @@ static void test_confirm_races_sweeper(void **state)
     }
 }
 
+/* ---- the order service: pay_within_ms, POST /orders/{id}/pay ---------- */
+
+static long order_post(const char *body, struct it_resp *r)
+{
+    char url[256];
+    snprintf(url, sizeof(url), "%s/orders", it.order);
+    return it_http("POST", url, body, r);
+}
+
+static long order_pay(const char *order_id, struct it_resp *r)
+{
+    char url[256];
+    snprintf(url, sizeof(url), "%s/orders/%s/pay", it.order, order_id);
+    return it_http("POST", url, NULL, r);
+}
+
+static long long order_status_is(const char *order_id, const char *status)
+{
+    char sql[256];
+    snprintf(sql, sizeof(sql), "SELECT COUNT(*) FROM db_order.orders WHERE order_id='%s' "
+             "AND status='%s'", order_id, status);
+    return it_sql_value(sql);
+}
+
+/* Paid in the window: paid; paid late: 409 hold_expired and the order
+ * expired; never paid: the reconciler expires it and the units are back. */
+static void test_orders_awaiting_payment(void **state)
+{
+    assert_int_equal(it_seed("Hold-ord", 3), 200);
+    struct it_resp r;
+    assert_int_equal(order_post("{\"sku\":\"Hold-ord\",\"order_id\":\"Hold-ord-1\","
+                                "\"pay_within_ms\":60000,\"guard\":\"conditional-update\"}",
+                                &r), 201);
+    assert_string_equal(json_string_value(json_object_get(r.json, "status")),
+                        "awaiting_payment");
+    it_resp_free(&r);
+    assert_exact("Hold-ord", 2, 0, 1);
+    assert_int_equal(order_pay("Hold-ord-1", &r), 200);
+    assert_string_equal(json_string_value(json_object_get(r.json, "status")), "paid");
+    it_resp_free(&r);
+    assert_int_equal(order_pay("Hold-ord-1", &r), 200);   /* a repeat */
+    assert_true(flag(&r, "duplicate"));
+    it_resp_free(&r);
+    assert_exact("Hold-ord", 2, 1, 0);
+
+    assert_int_equal(order_post("{\"sku\":\"Hold-ord\",\"order_id\":\"Hold-ord-2\","
+                                "\"pay_within_ms\":100,\"guard\":\"conditional-update\"}",
+                                &r), 201);
+    it_resp_free(&r);
+    assert_int_equal(order_post("{\"sku\":\"Hold-ord\",\"order_id\":\"Hold-ord-3\","
+                                "\"pay_within_ms\":100,\"guard\":\"redis-lock\"}", &r), 201);
+    it_resp_free(&r);
+    it_sleep_us(300000);
+    assert_int_equal(order_pay("Hold-ord-2", &r), 409);
+    assert_string_equal(json_string_value(json_object_get(r.json, "error")), "hold_expired");
+    it_resp_free(&r);
+    assert_int_equal(order_status_is("Hold-ord-2", "expired"), 1);
+    int t = 0;   /* never paid: the reconciler (1 s, 2 s margin) expires it */
+    while (order_status_is("Hold-ord-3", "expired") != 1 && t++ < 100)
+        it_sleep_us(100000);
+    assert_int_equal(order_status_is("Hold-ord-3", "expired"), 1);
+    sweep_until_free("Hold-ord");
+    assert_exact("Hold-ord", 2, 1, 0);
+    assert_int_equal(order_post("{\"sku\":\"Hold-ord\",\"pay_within_ms\":99}", &r), 400);
+    it_resp_free(&r);
+    assert_int_equal(order_post("{\"sku\":\"Hold-ord\",\"pay_within_ms\":1000,"
+                                "\"hold_ms\":5}", &r), 400);
+    it_resp_free(&r);
+    assert_int_equal(order_pay("Hold-ord-none", &r), 404);
+    it_resp_free(&r);
+    assert_exact("Hold-ord", 2, 1, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -423,6 +496,7 @@ int main(void)
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_confirm_check_none_oversells),
         cmocka_unit_test(test_confirm_races_sweeper),
+        cmocka_unit_test(test_orders_awaiting_payment),
     };
     return cmocka_run_group_tests(tests, group_setup, NULL);
 }
