@@ -373,12 +373,13 @@ static void test_confirm_races_sweeper(void **state)
         assert_int_equal(reserve(k % 2, "conditional-update", order, "Hold-race", 1,
                                  RACE_TTL_MS), 200);
     }
-    /* confirms spread over the deadline of each hold (-40..+40 ms), buyers
-     * and sweeps in the same window */
+    /* confirms spread over the deadline of the holds (-40..+160 ms), buyers
+     * and sweeps in the first part of that window: late confirms meet
+     * units given back, some taken by buyers already */
     struct racer conf[RACE_N], buy[RACE_N], sw[4];
     pthread_t tc[RACE_N], tb[RACE_N], ts[4];
     for (int k = 0; k < RACE_N; k++) {
-        conf[k] = (struct racer){k, t0 + RACE_TTL_MS - 40 + (k * 80.0) / RACE_N, -1};
+        conf[k] = (struct racer){k, t0 + RACE_TTL_MS - 40 + (k * 200.0) / RACE_N, -1};
         buy[k] = (struct racer){k, t0 + RACE_TTL_MS + (k * 60.0) / RACE_N, -1};
         assert_int_equal(pthread_create(&tc[k], NULL, confirm_racer, &conf[k]), 0);
         assert_int_equal(pthread_create(&tb[k], NULL, buyer_racer, &buy[k]), 0);
