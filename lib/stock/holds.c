@@ -28,8 +28,8 @@ static int reserve_repeat(const struct hold_reserve_req *r, const struct hold_ro
     return strcmp(h->sku, r->sku) == 0 && h->qty == r->qty ? HOLD_REPEAT : HOLD_CONFLICT;
 }
 
-int stock_hold_reserve(struct db_conn *db, const struct hold_reserve_req *r,
-                       struct hold_row *h, long long *left)
+static int reserve_once(struct db_conn *db, const struct hold_reserve_req *r,
+                        struct hold_row *h, long long *left)
 {
     struct ledger_row sale;
     long long n, version;
@@ -49,11 +49,24 @@ int stock_hold_reserve(struct db_conn *db, const struct hold_reserve_req *r,
         return undo(db, n < 0 ? n : n == 0 ? HOLD_UNKNOWN_SKU : HOLD_OUT_OF_STOCK);
     }
     n = store_hold_insert(db, r->order_id, r->sku, r->qty, r->guard, r->instance, r->ttl_ms);
-    if (n == DB_EDUP)          /* a twin request won the row: answer as it */
-        n = DB_ERETRY;
     if (n < 0 || (n = store_hold_get(db, r->order_id, 0, h)) < 0)
         return undo(db, n);
     return commit_as(db, HOLD_HELD);
+}
+
+/* Twin reserves of one order id at once both find no row, both take stock:
+ * one insert fails (duplicate key, or a deadlock on the gap locks) and is
+ * rolled back, its units with it; run again, it finds the twin's hold and
+ * answers as a repeat. */
+#define RESERVE_TRIES 3
+
+int stock_hold_reserve(struct db_conn *db, const struct hold_reserve_req *r,
+                       struct hold_row *h, long long *left)
+{
+    int rc = DB_ERETRY;
+    for (int t = 0; t < RESERVE_TRIES && (rc == DB_ERETRY || rc == DB_EDUP); t++)
+        rc = reserve_once(db, r, h, left);
+    return rc;
 }
 
 /* The sale of a confirmed hold: its ledger row under the hold's guard,

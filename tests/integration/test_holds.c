@@ -165,6 +165,35 @@ static void test_happy_paths(void **state)
     assert_int_equal(confirm(0, "Hold-never-reserved"), 404);
 }
 
+struct twin {
+    int i;
+    long status;
+};
+
+static void *twin_reserve(void *arg)
+{
+    struct twin *t = arg;
+    t->status = reserve(t->i % 2, "conditional-update", "Hold-twin-1", "Hold-twin", 2, 60000);
+    return NULL;
+}
+
+/* The same reserve 8 times at once on 2 instances: one hold, every answer 200. */
+static void test_twin_reserves(void **state)
+{
+    assert_int_equal(it_seed("Hold-twin", 10), 200);
+    struct twin t[8];
+    pthread_t th[8];
+    for (int i = 0; i < 8; i++) {
+        t[i] = (struct twin){i, -1};
+        assert_int_equal(pthread_create(&th[i], NULL, twin_reserve, &t[i]), 0);
+    }
+    for (int i = 0; i < 8; i++) {
+        pthread_join(th[i], NULL);
+        assert_int_equal(t[i].status, 200);
+    }
+    assert_exact("Hold-twin", 8, 0, 2);
+}
+
 /* GET /guards says which guards reserve; a Redis-stock guard answers a
  * reserve with a 400 that names them, and nothing changes. */
 static void test_guards_that_reserve(void **state)
@@ -491,6 +520,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_happy_paths),
+        cmocka_unit_test(test_twin_reserves),
         cmocka_unit_test(test_guards_that_reserve),
         cmocka_unit_test(test_expiry_gives_back),
         cmocka_unit_test(test_late_confirm),
