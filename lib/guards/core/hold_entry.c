@@ -202,18 +202,19 @@ int guard_hold_release(const struct deduct_env *env, const char *order_id,
     return 0;
 }
 
-/* The sweep reads at most this many due holds per call. */
-#define SWEEP_IDS_MAX 200
+/* Due holds per read: their ids come back joined in one value, which the
+ * server cuts at group_concat_max_len (1024 bytes by default): 15 ids of
+ * up to 64 bytes and their commas fit. */
+#define SWEEP_READ_IDS 15
 
-int guard_hold_sweep(const struct deduct_env *env, int max)
+/* Expire the due holds of one read; returns how many were read (-1: MySQL
+ * failed), *swept how many this call gave back. */
+static int sweep_read(const struct deduct_env *env, int *swept)
 {
-    char ids[SWEEP_IDS_MAX * 65 + 1];
-    if (max > SWEEP_IDS_MAX)
-        max = SWEEP_IDS_MAX;
-    long long n = store_holds_due(env->db, max, ids, sizeof(ids));
+    char ids[SWEEP_READ_IDS * 65 + 1];
+    long long n = store_holds_due(env->db, SWEEP_READ_IDS, ids, sizeof(ids));
     if (n < 0)
         return -1;
-    int swept = 0;
     for (char *save = NULL, *id = strtok_r(ids, ",", &save); id;
          id = strtok_r(NULL, ",", &save)) {
         struct hold_answer a;
@@ -226,7 +227,23 @@ int guard_hold_sweep(const struct deduct_env *env, int max)
         snprintf(labels, sizeof(labels), "guard=\"%s\"", a.h.guard);
         metrics_add("lab_holds_swept_total", labels, 1);
         count(a.h.guard, "expired");
-        swept++;
+        (*swept)++;
+    }
+    return (int)n;
+}
+
+int guard_hold_sweep(const struct deduct_env *env, int max)
+{
+    int swept = 0;
+    for (int read = 0; read < max;) {
+        int before = swept;
+        int n = sweep_read(env, &swept);
+        if (n < 0)
+            return swept ? swept : -1;
+        read += n;
+        /* all read, or none given back (their locks busy): next time */
+        if (n < SWEEP_READ_IDS || swept == before)
+            break;
     }
     return swept;
 }
