@@ -5,6 +5,7 @@
 #include "holds.h"
 
 #include "base/db.h"
+#include "base/util.h"
 #include "store.h"
 
 #include <string.h>
@@ -28,44 +29,59 @@ static int reserve_repeat(const struct hold_reserve_req *r, const struct hold_ro
     return strcmp(h->sku, r->sku) == 0 && h->qty == r->qty ? HOLD_REPEAT : HOLD_CONFLICT;
 }
 
+/* An order id that has a hold already (the insert met its key): the
+ * answer of a repeat, read once the twin committed. */
+static int reserve_existing(struct db_conn *db, const struct hold_reserve_req *r,
+                            struct hold_row *h)
+{
+    long long n = store_hold_get(db, r->order_id, 0, h);
+    return n < 0 ? (int)n : n == 0 ? DB_ERETRY : reserve_repeat(r, h);
+}
+
+/* The hold row first, then the stock: twins of one order id queue on the
+ * row's key (the later one meets the committed row: a repeat) instead of
+ * all taking gap locks on a row not there yet and deadlocking. */
 static int reserve_once(struct db_conn *db, const struct hold_reserve_req *r,
                         struct hold_row *h, long long *left)
 {
     struct ledger_row sale;
     long long n, version;
     *left = 0;
-    if ((n = db_begin(db)) < 0 || (n = store_hold_get(db, r->order_id, 1, h)) < 0)
+    if ((n = db_begin(db)) < 0)
         return undo(db, n);
-    if (n == 1)
-        return undo(db, reserve_repeat(r, h));
     /* An order id sold outright cannot also be a hold: its confirm would
      * meet the sale's ledger row. */
     if ((n = store_ledger_get(db, r->order_id, 0, &sale)) != 0)
         return undo(db, n < 0 ? n : HOLD_CONFLICT);
-    if ((n = store_take_if_enough_left(db, r->sku, r->qty, left)) < 0)
+    n = store_hold_insert(db, r->order_id, r->sku, r->qty, r->guard, r->instance, r->ttl_ms);
+    if (n == DB_EDUP) {
+        db_rollback(db);
+        return reserve_existing(db, r, h);
+    }
+    if (n < 0 || (n = store_take_if_enough_left(db, r->sku, r->qty, left)) < 0)
         return undo(db, n);
-    if (n == 0) {
+    if (n == 0) {              /* the hold row goes with the rollback */
         n = store_read(db, r->sku, 0, left, &version);
         return undo(db, n < 0 ? n : n == 0 ? HOLD_UNKNOWN_SKU : HOLD_OUT_OF_STOCK);
     }
-    n = store_hold_insert(db, r->order_id, r->sku, r->qty, r->guard, r->instance, r->ttl_ms);
-    if (n < 0 || (n = store_hold_get(db, r->order_id, 0, h)) < 0)
+    if ((n = store_hold_get(db, r->order_id, 0, h)) < 0)
         return undo(db, n);
     return commit_as(db, HOLD_HELD);
 }
 
-/* Twin reserves of one order id at once both find no row, both take stock:
- * one insert fails (duplicate key, or a deadlock on the gap locks) and is
- * rolled back, its units with it; run again, it finds the twin's hold and
- * answers as a repeat. */
-#define RESERVE_TRIES 3
+/* A deadlock (the stock row among many reserves) is run again, a little
+ * later each time. */
+#define RESERVE_TRIES 4
 
 int stock_hold_reserve(struct db_conn *db, const struct hold_reserve_req *r,
                        struct hold_row *h, long long *left)
 {
     int rc = DB_ERETRY;
-    for (int t = 0; t < RESERVE_TRIES && (rc == DB_ERETRY || rc == DB_EDUP); t++)
+    for (int t = 0; t < RESERVE_TRIES && rc == DB_ERETRY; t++) {
+        if (t > 0)
+            util_sleep_ms(5L * t);
         rc = reserve_once(db, r, h, left);
+    }
     return rc;
 }
 
