@@ -49,15 +49,15 @@ static int reserve_once(struct db_conn *db, const struct hold_reserve_req *r,
     *left = 0;
     if ((n = db_begin(db)) < 0)
         return undo(db, n);
-    /* An order id sold outright cannot also be a hold: its confirm would
-     * meet the sale's ledger row. */
-    if ((n = store_ledger_get(db, r->order_id, 0, &sale)) != 0)
-        return undo(db, n < 0 ? n : HOLD_CONFLICT);
     n = store_hold_insert(db, r->order_id, r->sku, r->qty, r->guard, r->instance, r->ttl_ms);
     if (n == DB_EDUP) {
         db_rollback(db);
         return reserve_existing(db, r, h);
     }
+    /* An order id sold outright cannot also be a hold: its confirm would
+     * meet the sale's ledger row. */
+    if (n >= 0 && (n = store_ledger_get(db, r->order_id, 0, &sale)) != 0)
+        return undo(db, n < 0 ? n : HOLD_CONFLICT);
     if (n < 0 || (n = store_take_if_enough_left(db, r->sku, r->qty, left)) < 0)
         return undo(db, n);
     if (n == 0) {              /* the hold row goes with the rollback */
@@ -117,7 +117,7 @@ static int confirm_late(struct db_conn *db, const char *order_id, const char *in
     if ((n = store_hold_confirm_fresh(db, order_id)) < 0 ||
         (n = store_ledger_insert(db, order_id, h->sku, h->qty, *remaining, h->guard,
                                  instance)) < 0)
-        return undo(db, n);
+        return undo(db, n == DB_EDUP ? HOLD_CONFLICT : n);
     h->fresh = 1;
     return commit_as(db, HOLD_CONFIRMED_FRESH);
 }
@@ -143,8 +143,10 @@ int stock_hold_confirm(struct db_conn *db, const char *order_id, const char *ins
         return undo(db, n);
     if (n == 0)
         return confirm_late(db, order_id, instance, h, remaining);
+    /* DB_EDUP: the order id was sold outright (a deduct) since the reserve:
+     * nothing changes, the hold stays until its release or expiry */
     if ((n = confirm_ledger(db, order_id, h, instance, remaining)) < 0)
-        return undo(db, n);
+        return undo(db, n == DB_EDUP ? HOLD_CONFLICT : n);
     return commit_as(db, HOLD_CONFIRMED);
 }
 

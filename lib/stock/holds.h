@@ -92,7 +92,8 @@ int stock_hold_reserve(struct db_conn *db, const struct hold_reserve_req *r,
  * deadline is expired first (its units back), then new units are taken
  * when there are (HOLD_CONFIRMED_FRESH), else HOLD_EXPIRED. check_deadline
  * 0 is the broken variant (confirm_check "none"). *remaining: the stock
- * the sale left. */
+ * the sale left. HOLD_CONFLICT (nothing changed): the order id was sold
+ * outright since the reserve. */
 int stock_hold_confirm(struct db_conn *db, const char *order_id, const char *instance,
                        int check_deadline, struct hold_row *h, long long *remaining);
 /* Give a held hold's units back: HOLD_GIVEN_BACK, HOLD_NOT_HELD (h

@@ -207,6 +207,9 @@ static void answer_confirm(const char *order_id, const struct hold_answer *a,
     } else if (r == HOLD_EXPIRED) {
         http_error(resp, 409, "hold_expired", "the hold of order '%s' passed its deadline "
                    "and its units were given back; none are left to sell", order_id);
+    } else if (r == HOLD_CONFLICT) {
+        http_error(resp, 409, "order_id_conflict", "order '%s' was sold outright since its "
+                   "reserve; the hold stays until it is released or expires", order_id);
     } else if (r == HOLD_NOT_HELD) {
         http_error(resp, 409, "hold_released", "the hold of order '%s' was released",
                    order_id);

@@ -323,6 +323,14 @@ static void test_bad_input(void **state)
                                  "\"qty\":1}"), 400);
     assert_int_equal(post_status(0, "/inventory/confirm", "{}"), 400);
     assert_exact("Hold-bad", 2, 0, 1);
+    /* a sale under a hold's order id, then its confirm: refused, nothing changes */
+    assert_int_equal(post_status(1, "/inventory/deduct", "{\"order_id\":\"Hold-bad-2\","
+                                 "\"sku\":\"Hold-bad\",\"guard\":\"conditional-update\"}"),
+                     200);
+    assert_int_equal(confirm(0, "Hold-bad-2"), 409);
+    assert_exact("Hold-bad", 1, 1, 1);
+    assert_int_equal(reserve(0, "conditional-update", "Hold-bad-2", "Hold-bad", 1, 60000),
+                     200);   /* a repeat of the hold itself */
     assert_int_equal(it_sql_value("SELECT COUNT(*) FROM db_shopping.holds WHERE sku='Hold-bad'"),
                      1);
 }
