@@ -16,6 +16,9 @@ USE db_order;
 --           placed    sold and recorded: the only status that counts
 --           cancelled stock was taken and given back
 --           failed    no stock was taken
+--           awaiting_payment  the inventory holds the units (pay_within_ms)
+--                     until deadline_at; paid  the hold was confirmed (a
+--                     sale, counted as placed); expired  never paid in time
 --   deadline_at: end of the order's budget (database clock); a pending row
 --           past it plus the reconciler's margin is released.
 CREATE TABLE IF NOT EXISTS orders (

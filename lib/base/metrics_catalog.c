@@ -28,6 +28,8 @@ static const struct metrics_family catalog[] = {
     {"lab_redis_divergence_reconciles_total", "counter", "Redis stock states found diverged from MySQL and reconciled"},
     {"lab_stock_divergence_total", "counter", "sales whose Redis and MySQL stock disagreed"},
     {"lab_commit_lost_total", "counter", "commits whose answer was lost (outcome unknown, checked in the ledger)"},
+    {"lab_holds_total", "counter", "hold steps (reserve, confirm, release, expiry) by guard and outcome"},
+    {"lab_holds_swept_total", "counter", "holds past their deadline whose units the sweeper gave back, by guard"},
     {"lab_release_lock_failures_total", "counter", "releases refused because the selling guard's lock was not obtained"},
     {"lab_reseeded_during_sale_total", "counter", "lock-guard writes refused because the SKU was reseeded after the sale read its stock"},
     {"lab_lock_acquired_total", "counter", "Redis lock client: locks acquired"},

@@ -6,7 +6,7 @@
 void audit_compute(struct audit *a)
 {
     a->oversold = a->sold > a->initial ? a->sold - a->initial : 0;
-    a->lost_updates = a->sold - (a->initial - a->stock);
+    a->lost_updates = a->sold + a->held - (a->initial - a->stock);
     a->consistent = a->oversold == 0 && a->lost_updates == 0 && a->stock >= 0 &&
                     (!a->drift_known || a->drift == 0);
 }
@@ -35,10 +35,18 @@ void audit_why(const struct audit *a, char *buf, size_t len)
         add_clause(buf, len, &used, c);
     }
     if (a->lost_updates != 0) {
-        snprintf(c, sizeof(c), "lost_updates %lld: the ledger holds %lld unit(s), the stock "
-                 "moved %lld%s%s%s", a->lost_updates, a->sold, a->initial - a->stock,
+        char held[48] = "";
+        if (a->held)
+            snprintf(held, sizeof(held), " and holds %lld", a->held);
+        snprintf(c, sizeof(c), "lost_updates %lld: the ledger holds %lld unit(s)%s, the stock "
+                 "moved %lld%s%s%s", a->lost_updates, a->sold, held, a->initial - a->stock,
                  a->unmoved[0] ? " (rows without a stock move: " : "", a->unmoved,
                  a->unmoved[0] ? ")" : "");
+        add_clause(buf, len, &used, c);
+    }
+    if (a->late_confirms[0]) {
+        snprintf(c, sizeof(c), "holds confirmed after their deadline on units already "
+                 "given back: %s", a->late_confirms);
         add_clause(buf, len, &used, c);
     }
     if (a->landed_late[0]) {

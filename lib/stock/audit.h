@@ -50,10 +50,16 @@ struct audit {
      * Their order ids, comma-separated ("" none; read only while the audit
      * is inconsistent). */
     char landed_late[AUDIT_UNMOVED_MAX];
+    /* Holds (stock/holds.h): units of live holds, out of `stock` but not
+     * sold (initial = stock + sold + held); holds past their deadline the
+     * sweeper has not given back yet; the order ids confirmed after their
+     * deadline on their own units (the broken confirm), comma-separated. */
+    long long held, expired_unswept;
+    char late_confirms[AUDIT_UNMOVED_MAX];
 };
 
-/* Derive oversold, lost_updates and consistent from initial, stock, sold
- * (and drift, when drift_known). */
+/* Derive oversold, lost_updates and consistent from initial, stock, sold,
+ * held (and drift, when drift_known). */
 void audit_compute(struct audit *a);
 
 /* Why the audit is inconsistent, in words, into buf (len bytes): each

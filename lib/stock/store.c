@@ -3,6 +3,7 @@
  * are in store_ledger.c, the fences' and the lock table's in store_locks.c,
  * the audit's in store_audit.c. */
 #include "store.h"
+#include "holds.h"
 
 #include "base/db.h"
 
@@ -135,6 +136,8 @@ int store_seed(struct db_conn *db, const char *sku, long long stock, int segment
         rc = db_run(db, "DELETE FROM ledger WHERE sku=?", "s", "", sku);
     if (rc >= 0)   /* every guard's fence back to 0 */
         rc = db_run(db, "DELETE FROM inventory_fence WHERE sku=?", "s", "", sku);
+    if (rc >= 0)   /* the old seed's holds: their units are in the new stock */
+        rc = store_holds_clear(db, sku);
     /* The SKU's lock-table row is left alone: a holder on another instance
      * still holds it, and its write is refused by `seeds` instead. */
     return rc < 0 ? (int)rc : 0;
@@ -145,6 +148,8 @@ int store_remove(struct db_conn *db, const char *sku)
     long long rc = db_run(db, "DELETE FROM ledger WHERE sku=?", "s", "", sku);
     if (rc >= 0)
         rc = db_run(db, "DELETE FROM inventory_fence WHERE sku=?", "s", "", sku);
+    if (rc >= 0)
+        rc = store_holds_clear(db, sku);
     if (rc >= 0)
         rc = db_run(db, "DELETE FROM inventory WHERE sku=?", "s", "", sku);
     return rc < 0 ? (int)rc : 0;

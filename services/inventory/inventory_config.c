@@ -23,6 +23,7 @@ const struct cfg_opt inv_options[] = {
     {"lock-ttl", "LOCK_TTL_MS", CFG_MS, "30000", 1, 600000, N(lock_ttl_ms), "default lock_ttl_ms (lease)"},
     {"mysql-nodes", "LAB_MYSQL_NODES", CFG_STR, "", 0, 0, S(mysql_nodes), "Galera cluster nodes host:port,...: the audit reads every one (empty: one server)"},
     {"cluster-audit-wait", "LAB_CLUSTER_AUDIT_WAIT_MS", CFG_MS, "10s", 0, 120000, N(cluster_wait_ms), "how long the audit waits for the cluster's nodes to converge"},
+    {"hold-sweep", "LAB_HOLD_SWEEP_MS", CFG_MS, "200ms", 0, 60000, N(hold_sweep_ms), "how often this instance gives back the units of holds past their deadline (0: never; any instance may sweep)"},
     {"admin-token", "LAB_ADMIN_TOKEN", CFG_STR, "", 0, 0, S(admin_token), "bearer token for reseed and release (empty: no check)"},
 };
 const size_t inv_noptions = sizeof(inv_options) / sizeof(inv_options[0]);

@@ -19,6 +19,7 @@ struct inv_conf {
     char admin_token[128];   /* "" = reseed and release are open (loopback) */
     char mysql_nodes[512];   /* Galera nodes "host:port,...": "" = one server */
     long cluster_wait_ms;    /* how long the audit waits for them to converge */
+    long hold_sweep_ms;      /* the hold sweeper's period; 0: no sweeper */
 };
 
 extern const struct cfg_opt inv_options[];

@@ -7,8 +7,10 @@
 #include "base/service.h"
 #include "base/util.h"
 #include "guards/guard.h"
+#include "guards/core/hold_entry.h"
 #include "stock/audit.h"
 #include "cluster_audit.h"
+#include "hold_routes.h"
 #include "stock/request.h"
 #include "stock/store.h"
 
@@ -338,8 +340,11 @@ static void route_release(void *app, struct route_call *call, const struct http_
                                             side_ok));
         return;
     case STOCK_UNKNOWN_ORDER:
-        http_error(resp, 404, "unknown_order", "no recorded deduction for order '%s'",
-                   order_id);
+        /* not a sale: a hold's units go back as a sale's would */
+        if (inv_hold_release(&env, order_id, resp))
+            return;
+        http_error(resp, 404, "unknown_order", "no recorded deduction or hold for order "
+                   "'%s'", order_id);
         return;
     default:
         answer_failure(&r, NULL, resp);
@@ -402,6 +407,7 @@ static void route_state(void *app, struct route_call *call, const struct http_re
     json_t *j = json_pack("{s:s,s:I,s:I,s:I,s:i,s:[]}", "sku", sku, "stock",
                           (json_int_t)stock, "version", (json_int_t)version, "initial",
                           (json_int_t)initial, "segment_count", segments, "segments");
+    inv_hold_state(db, sku, stock, j);
     struct guard_facts facts;
     guard_describe(sku, &facts);
     for (int i = 0; j && i < facts.n; i++) {
@@ -521,6 +527,9 @@ static void route_audit(void *app, struct route_call *call, const struct http_re
                                                     ? json_integer(a.pending_units)
                                                     : json_null());
         json_object_set_new(j, "drift", a.drift_known ? json_integer(a.drift) : json_null());
+        json_object_set_new(j, "held", json_integer(a.held));
+        json_object_set_new(j, "expired_unswept", json_integer(a.expired_unswept));
+        json_object_set_new(j, "late_confirms", order_ids(a.late_confirms));
         json_t *by = json_object();
         for (int i = 0; by && i < a.nsides; i++)
             json_object_set_new(by, a.side[i].guard, json_integer(a.side[i].drift));
@@ -538,11 +547,12 @@ static json_t *guards_json(const struct inv_conf *c)
     const struct guard *const *all = guard_all(&n);
     json_t *arr = json_array();
     for (size_t i = 0; i < n; i++)
-        json_array_append_new(arr, json_pack("{s:s,s:s,s:s,s:b,s:b}", "name", all[i]->name,
-                                             "how", all[i]->how, "expect", all[i]->expect,
-                                             "safe_across_instances",
+        json_array_append_new(arr, json_pack("{s:s,s:s,s:s,s:b,s:b,s:b}", "name",
+                                             all[i]->name, "how", all[i]->how, "expect",
+                                             all[i]->expect, "safe_across_instances",
                                              all[i]->safe_across_instances, "carts",
-                                             all[i]->deduct_cart != NULL));
+                                             all[i]->deduct_cart != NULL, "holds",
+                                             guard_holds(all[i])));
     return json_pack("{s:s,s:o}", "default", c->guard, "guards", arr);
 }
 
@@ -653,6 +663,9 @@ static const struct route inv_route_rows[] = {
     /* path                     methods     handler        label          body thread      check */
     {"/inventory/deduct",       ROUTE_POST, route_deduct,  "deduct",        0, ROUTE_WORKER, NULL},
     {"/inventory/release",      ROUTE_POST, route_release, "release",       0, ROUTE_WORKER, NULL},
+    {"/inventory/reserve",      ROUTE_POST, inv_route_reserve, "reserve",   0, ROUTE_WORKER, NULL},
+    {"/inventory/confirm",      ROUTE_POST, inv_route_confirm, "confirm",   0, ROUTE_WORKER, NULL},
+    {"/inventory/sweep",        ROUTE_POST, inv_route_sweep, "sweep",       0, ROUTE_WORKER, NULL},
     {"/inventory/minusInventory", ROUTE_GET, route_minus,  "minusInventory", 0, ROUTE_WORKER, NULL},
     /* the static guard table and a constant: no hand-off */
     {"/guards",                 ROUTE_GET,  route_guards,  "guards",        0, ROUTE_INLINE, NULL},
@@ -664,6 +677,23 @@ static const struct route inv_route_rows[] = {
     {"/inventory/{sku}",        ROUTE_PUT,  route_seed,    "sku",           0, ROUTE_WORKER, req_check_sku_n},
     {NULL, 0, NULL, NULL, 0, ROUTE_WORKER, NULL},
 };
+
+int inv_env_ready(const struct inv_conf *c, struct deduct_env *env, struct http_resp *resp)
+{
+    return env_ready(c, env, resp);
+}
+
+const struct guard *inv_pick_guard(const struct inv_conf *c, const struct http_req *req,
+                                   const char *body_guard, struct http_resp *resp)
+{
+    return pick_guard(c, req, body_guard, resp);
+}
+
+void inv_answer_failure(const struct deduct_res *r, const char *detail,
+                        struct http_resp *resp)
+{
+    answer_failure(r, detail, resp);
+}
 
 const struct route_table inv_routes = {"inventory", inv_route_rows, "guard"};
 

@@ -2,6 +2,7 @@
  * SIGINT/SIGTERM. */
 #include "inventory_config.h"
 #include "inventory_routes.h"
+#include "hold_routes.h"
 
 #include "base/db.h"
 #include "base/metrics.h"
@@ -43,8 +44,14 @@ int main(int argc, char **argv)
     snprintf(banner, sizeof(banner), "%s listening on %s:%ld, guard %s, mysql %s:%ld/%s",
              conf.instance, conf.bind, conf.port, conf.guard, conf.db.host, conf.db.port,
              conf.db.dbname);
+    /* Holds past their deadline go back to stock on any instance that
+     * sweeps: none of them is special. */
+    if (inv_sweeper_start(&conf) != 0)
+        fprintf(stderr, "inventory: the hold sweeper did not start (holds expire only "
+                "through POST /inventory/sweep and late confirms)\n");
     rc = service_run("inventory", conf.bind, conf.port, conf.threads, &inv_routes, inv_handle,
                      &conf, banner);
+    inv_sweeper_stop();
     guard_fini_all();
     db_global_end();
     return rc;

@@ -11,6 +11,7 @@
 #include "order_place.h"
 
 #include "inventory_client.h"
+#include "order_hold.h"
 #include "order_reconcile.h"
 #include "order_store.h"
 
@@ -77,9 +78,9 @@ enum order_deduct_outcome {
  * same order_id goes everywhere (the ledger's unique key: a second instance
  * cannot sell it again); *ambiguous says an earlier instance may still be
  * working on it. */
-static enum order_deduct_outcome deduct(const struct order_conf *c, const char *body,
-                                  double deadline, struct invc_answer *a, int *used,
-                                  int *ambiguous)
+static enum order_deduct_outcome deduct(const struct order_conf *c, const char *path,
+                                        const char *body, double deadline,
+                                        struct invc_answer *a, int *used, int *ambiguous)
 {
     unsigned start = atomic_fetch_add(&next_instance, 1);
     *ambiguous = 0;
@@ -93,7 +94,7 @@ static enum order_deduct_outcome deduct(const struct order_conf *c, const char *
         snprintf(dl, sizeof(dl), "X-Deadline-Ms: %ld", left);
         const char *hdrs[] = {dl, NULL};
         long connect = c->connect_timeout_ms < left ? c->connect_timeout_ms : left;
-        if (invc_call(c->urls[k], "/inventory/deduct", body, hdrs, left, connect, a) == 0) {
+        if (invc_call(c->urls[k], path, body, hdrs, left, connect, a) == 0) {
             *used = k;
             return DEDUCT_ANSWERED;
         }
@@ -154,6 +155,8 @@ static int answer_existing(struct db_conn *db, const struct order_req *o, long l
         answer_placed(resp, o->order_id, &r, 1);
         return 0;
     }
+    if (n == 1 && order_hold_existing(o->order_id, &r, resp))
+        return 0;
     if (n == 1 && strcmp(r.status, "cancelled") == 0) {
         http_error(resp, 409, "order_cancelled", "order %s was cancelled and its stock given "
                    "back; use a new order_id to buy again", o->order_id);
@@ -240,8 +243,20 @@ static void finish_sale(const struct order_conf *c, struct db_conn *db,
                "cancelled; its stock is given back", o->order_id, c->deduct_timeout_ms);
 }
 
+/* The deduct body: the client's, with order_id and qty set, user_id
+ * dropped (guard, hold_ms and lock options pass through). */
+static char *forward_body(struct order_req *o)
+{
+    json_object_set_new(o->forward, "order_id", json_string(o->order_id));
+    if (!o->lines[0])          /* a cart's units are in its lines */
+        json_object_set_new(o->forward, "qty", json_integer(o->qty));
+    json_object_del(o->forward, "user_id");
+    return json_dumps(o->forward, JSON_COMPACT);
+}
+
 void order_place(const struct order_conf *c, struct order_req *o, struct http_resp *resp)
 {
+    char err[160];
     double deadline = o->started + (double)c->deduct_timeout_ms / 1000.0;
     long long budget = ms_left(deadline) > 0 ? ms_left(deadline) : 1;
     struct db_conn *db = db_thread_conn(&c->db);
@@ -259,19 +274,21 @@ void order_place(const struct order_conf *c, struct order_req *o, struct http_re
                    "nothing was taken", db->errstr);
         return;
     }
-    json_object_set_new(o->forward, "order_id", json_string(o->order_id));
-    if (!o->lines[0])          /* a cart's units are in its lines */
-        json_object_set_new(o->forward, "qty", json_integer(o->qty));
-    json_object_del(o->forward, "user_id");
-    char *body = json_dumps(o->forward, JSON_COMPACT);
+    char *body = o->pay_within_ms > 0 ? order_hold_body(o, err, sizeof(err)) : forward_body(o);
     struct invc_answer *a = malloc(sizeof(*a));
+    if (o->pay_within_ms > 0 && !body) {
+        order_store_fail(db, o->order_id);   /* nothing was sent */
+        http_error(resp, 400, "bad_request", "%s", err);
+        goto out;
+    }
     if (!body || !a) {
         order_store_fail(db, o->order_id);   /* nothing was sent */
         http_error(resp, 500, "internal", "out of memory");
         goto out;
     }
     int used = 0, ambiguous = 0;
-    switch (deduct(c, body, deadline, a, &used, &ambiguous)) {
+    const char *path = o->pay_within_ms > 0 ? "/inventory/reserve" : "/inventory/deduct";
+    switch (deduct(c, path, body, deadline, a, &used, &ambiguous)) {
     case DEDUCT_UNREACHED:
         order_store_fail(db, o->order_id);   /* on error the reconciler finds no sale */
         http_error(resp, 502, "inventory_unreachable",
@@ -284,7 +301,9 @@ void order_place(const struct order_conf *c, struct order_req *o, struct http_re
                    "the outcome", o->order_id, c->deduct_timeout_ms);
         break;
     case DEDUCT_ANSWERED:
-        if (a->status == 200)
+        if (a->status == 200 && o->pay_within_ms > 0)
+            order_hold_finish(c, db, o, a, resp);
+        else if (a->status == 200)
             finish_sale(c, db, o, a, used, resp);
         else {
             /* After an ambiguous attempt an earlier instance may still

@@ -25,6 +25,7 @@ struct order_req {
      * pass through for the inventory to validate. */
     json_t *forward;
     double started;                    /* util_now() at the request: the budget starts here */
+    long long pay_within_ms;           /* > 0: reserve, the order awaits payment (order_hold.h) */
 };
 
 /* Place the order and answer the client (services/API.md, section 4). */

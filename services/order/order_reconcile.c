@@ -66,15 +66,17 @@ static enum order_settled call_release(const struct order_conf *c, const char *o
     return out;
 }
 
-enum order_settled order_release(const struct order_conf *c, struct db_conn *db,
-                                 const char *order_id, int first)
+/* order_release, the row becoming `released_as` when the inventory gave the
+ * stock back ("cancelled"; "expired" for an unpaid hold). */
+static enum order_settled release_as(const struct order_conf *c, struct db_conn *db,
+                                     const char *order_id, int first, const char *released_as)
 {
     enum order_settled s = call_release(c, order_id, first);
     if (s == ORDER_UNSETTLED) {
         count("error");
         return s;
     }
-    const char *status = s == ORDER_CANCELLED ? "cancelled" : "failed";
+    const char *status = s == ORDER_CANCELLED ? released_as : "failed";
     /* 0 rows: another reconciler recorded the same outcome first. */
     if (order_store_settle(db, order_id, status) < 0) {
         fprintf(stderr, "order: %s released but not marked %s (%s); the reconciler will "
@@ -84,6 +86,12 @@ enum order_settled order_release(const struct order_conf *c, struct db_conn *db,
     }
     count(status);
     return s;
+}
+
+enum order_settled order_release(const struct order_conf *c, struct db_conn *db,
+                                 const char *order_id, int first)
+{
+    return release_as(c, db, order_id, first, "cancelled");
 }
 
 int order_reconcile_once(const struct order_conf *c, struct db_conn *db)
@@ -102,9 +110,15 @@ int order_reconcile_once(const struct order_conf *c, struct db_conn *db)
         if (strcmp(status, "pending") == 0 &&
             order_store_claim(db, id, c->reconcile_margin_ms) != 1)
             continue;                                /* placed or claimed meanwhile */
-        enum order_settled s = order_release(c, db, id, 0);
+        /* an unpaid hold: its payment deadline passed; the release gives the
+         * hold back (or finds it swept already) */
+        int unpaid = strcmp(status, "awaiting_payment") == 0;
+        if (unpaid && order_store_claim_unpaid(db, id, c->reconcile_margin_ms) != 1)
+            continue;                                /* paid or claimed meanwhile */
+        enum order_settled s = release_as(c, db, id, 0, unpaid ? "expired" : "cancelled");
         fprintf(stderr, "order: reconciler: %s %s\n", id,
-                s == ORDER_CANCELLED ? "released (cancelled)"
+                s == ORDER_CANCELLED ? (unpaid ? "hold given back (expired)"
+                                                : "released (cancelled)")
                 : s == ORDER_FAILED  ? "had no sale (failed)"
                                      : "not settled yet, retried next tick");
     }

@@ -3,6 +3,7 @@
 #include "order_routes.h"
 
 #include "inventory_client.h"
+#include "order_hold.h"
 #include "order_idem.h"
 #include "order_place.h"
 #include "order_store.h"
@@ -124,18 +125,27 @@ static void route_post_orders(void *app, struct route_call *call, const struct h
         return;
     }
     const char *user = NULL, *order_id = NULL;
+    json_t *pay = json_object_get(o, "pay_within_ms");
     struct order_req *r = calloc(1, sizeof(*r));   /* a cart's lines: 4.6 KB */
     int form = r ? order_what(o, r, err, sizeof(err)) : -2;
     if (form == -2)
         http_error(resp, 500, "internal", "out of memory");
     else if (form < 0)
         http_error(resp, 400, "bad_request", "%s", err);
+    else if (pay && r->lines[0])
+        http_error(resp, 400, "bad_request",
+                   "pay_within_ms is not offered for carts (lines): a hold is one SKU");
     else if (id_field(o, "user_id", &user, err, sizeof(err)) != 0 ||
              id_field(o, "order_id", &order_id, err, sizeof(err)) != 0)
         http_error(resp, 400, "bad_request", "%s", err);
+    else if (pay && (!json_is_integer(pay) || json_integer_value(pay) < ORDER_PAY_MIN_MS ||
+                     json_integer_value(pay) > ORDER_PAY_MAX_MS))
+        http_error(resp, 400, "bad_request", "pay_within_ms must be an integer %d..%d",
+                   ORDER_PAY_MIN_MS, ORDER_PAY_MAX_MS);
     else {
         r->forward = o;
         r->started = req->started;
+        r->pay_within_ms = pay ? json_integer_value(pay) : 0;
         snprintf(r->user_id, sizeof(r->user_id), "%s", user ? user : "anonymous");
         if (order_id)
             snprintf(r->order_id, sizeof(r->order_id), "%s", order_id);
@@ -254,6 +264,7 @@ static const struct route order_route_rows[] = {
     /* path                 methods     handler            label           body  thread         check */
     {"/orders",             ROUTE_POST, route_post_orders, "orders",       0, ROUTE_WORKER,  NULL},
     {"/orders",             ROUTE_GET,  route_count,       "orders_count", 0, ROUTE_WORKER,  NULL},
+    {"/orders/{id}/pay",    ROUTE_POST, order_route_pay,   "orders_pay",   0, ROUTE_WORKER,  NULL},
     {"/order/placeAnOrder", ROUTE_GET,  route_place,       "placeAnOrder", 0, ROUTE_WORKER,  NULL},
     {"/healthz",            ROUTE_GET,  route_health,      "healthz",      0, ROUTE_CONTROL, NULL},
     {"/metrics",            ROUTE_GET,  route_metrics,     "metrics",      0, ROUTE_CONTROL, NULL},

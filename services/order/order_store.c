@@ -67,12 +67,52 @@ long long order_store_settle(struct db_conn *db, const char *order_id, const cha
                       "WHERE order_id = ? AND status = 'releasing'", "ss", "", status, order_id);
 }
 
+long long order_store_await(struct db_conn *db, const char *order_id, const char *guard,
+                            const char *instance, long long pay_ms)
+{
+    return db_run(db, "UPDATE orders SET status = 'awaiting_payment', guard = ?, "
+                      "inventory_instance = ?, deadline_at = NOW(3) + INTERVAL ? MICROSECOND "
+                      "WHERE order_id = ? AND status = 'pending'",
+                  "ssls", "", guard, instance, pay_ms * 1000, order_id);
+}
+
+long long order_store_pay(struct db_conn *db, const char *order_id, long long remaining)
+{
+    return db_run(db, "UPDATE orders SET status = 'paid', remaining = ? "
+                      "WHERE order_id = ? AND status = 'awaiting_payment'",
+                  "ls", "", remaining, order_id);
+}
+
+long long order_store_expire(struct db_conn *db, const char *order_id)
+{
+    return db_run(db, "UPDATE orders SET status = 'expired' "
+                      "WHERE order_id = ? AND status = 'awaiting_payment'", "s", "", order_id);
+}
+
+long long order_store_claim_unpaid(struct db_conn *db, const char *order_id,
+                                   long long margin_ms)
+{
+    return db_run(db, "UPDATE orders SET status = 'releasing' WHERE order_id = ? "
+                      "AND status = 'awaiting_payment' "
+                      "AND deadline_at < NOW(3) - INTERVAL ? MICROSECOND",
+                  "sl", "", order_id, margin_ms * 1000);
+}
+
+long long order_store_pay_open(struct db_conn *db, const char *order_id)
+{
+    long long open = 0;
+    long long n = db_run(db, "SELECT deadline_at > NOW(3) FROM orders WHERE order_id = ? "
+                             "AND status = 'awaiting_payment'", "s", "l", order_id, &open);
+    return n < 0 ? n : n > 0 && open;
+}
+
 long long order_store_next_unsettled(struct db_conn *db, const char *after,
                                      long long margin_ms, char *id, size_t idlen,
                                      char *status, size_t statuslen)
 {
     return db_run(db, "SELECT order_id, status FROM orders "
-                      "WHERE status IN ('pending', 'releasing') AND order_id > ? "
+                      "WHERE status IN ('pending', 'releasing', 'awaiting_payment') "
+                      "AND order_id > ? "
                       "AND (status = 'releasing' OR COALESCE(deadline_at, created_at) "
                       "< NOW(3) - INTERVAL ? MICROSECOND) ORDER BY order_id LIMIT 1",
                   "sl", "ss", after, margin_ms * 1000, id, idlen, status, statuslen);
@@ -82,7 +122,7 @@ long long order_store_count(struct db_conn *db, const char *sku, long long *orde
                             long long *units)
 {
     return db_run(db, "SELECT COUNT(*), CAST(COALESCE(SUM(qty), 0) AS SIGNED) "
-                      "FROM orders WHERE sku = ? AND status = 'placed'", "s", "ll", sku,
+                      "FROM orders WHERE sku = ? AND status IN ('placed', 'paid')", "s", "ll", sku,
                   orders, units);
 }
 

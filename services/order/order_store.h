@@ -6,6 +6,9 @@
  *   pending --place--> placed
  *   pending --fail---> failed --reopen--> pending   (nothing was taken)
  *   pending --claim--> releasing --settle--> cancelled | failed
+ *   pending --await--> awaiting_payment --pay--> paid   (a hold, see Holds)
+ *   awaiting_payment --expire--> expired
+ *   awaiting_payment --claim_unpaid--> releasing --settle--> expired | failed
  *
  * Every function returns the affected or found row count (0 or 1), or a
  * negative DB_E* code (base/db.h). */
@@ -60,14 +63,31 @@ long long order_store_claim(struct db_conn *db, const char *order_id,
 /* releasing -> status ("cancelled" or "failed"). 0: not releasing. */
 long long order_store_settle(struct db_conn *db, const char *order_id, const char *status);
 
+/* pending -> awaiting_payment: the inventory holds the units until
+ * now + pay_ms (database clock), the order's new deadline. 0: not pending. */
+long long order_store_await(struct db_conn *db, const char *order_id, const char *guard,
+                            const char *instance, long long pay_ms);
+/* awaiting_payment -> paid, with the stock the sale left. 0: not awaiting. */
+long long order_store_pay(struct db_conn *db, const char *order_id, long long remaining);
+/* awaiting_payment -> expired: the inventory said hold_expired. 0: not awaiting. */
+long long order_store_expire(struct db_conn *db, const char *order_id);
+/* awaiting_payment -> releasing, only once its payment deadline passed more
+ * than margin_ms ago (the reconciler). 0: not (yet). */
+long long order_store_claim_unpaid(struct db_conn *db, const char *order_id,
+                                   long long margin_ms);
+/* 1 while order_id's payment deadline has not passed (database clock), 0
+ * when it has or there is no such order, or a negative DB_E* code. */
+long long order_store_pay_open(struct db_conn *db, const char *order_id);
+
 /* The first order after `after` (byte order; "" for the start) that the
- * reconciler must settle: releasing, or pending past deadline + margin.
+ * reconciler must settle: releasing, or pending or awaiting_payment past
+ * deadline + margin.
  * 1 with id and status filled, 0 when none is left. */
 long long order_store_next_unsettled(struct db_conn *db, const char *after,
                                      long long margin_ms, char *id, size_t idlen,
                                      char *status, size_t statuslen);
 
-/* Placed orders and units for sku. Returns 1, or a negative DB_E* code. */
+/* Placed (and paid) orders and units for sku. Returns 1, or a negative DB_E* code. */
 long long order_store_count(struct db_conn *db, const char *sku, long long *orders,
                             long long *units);
 

@@ -6,6 +6,7 @@
 #include "base/db.h"
 #include "base/util.h"
 #include "stock/audit.h"
+#include "stock/holds.h"
 #include "stock/store.h"
 
 #include <jansson.h>
@@ -204,6 +205,9 @@ int guard_audit(struct db_conn *db, const char *sku, struct audit *a)
         rc = db_begin(db);
         if (rc == DB_OK)
             rc = store_audit(db, sku, &a->initial, &a->stock, &a->sold);
+        if (rc > 0)   /* the same snapshot: a hold's units are in one of them */
+            rc = store_holds_audit(db, sku, &a->held, &a->expired_unswept, a->late_confirms,
+                                   sizeof(a->late_confirms));
         for (int i = 0; rc > 0 && i < n; i++) {
             long long s = before[i].ok ? store_ledger_guard_sold(db, sku, before[i].g->name) : 0;
             if (s < 0)

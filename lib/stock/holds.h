@@ -1,0 +1,107 @@
+/* Holds (services/API.md, "Holds"): units taken from MySQL stock for one
+ * order at checkout, confirmed into a ledger row at payment, or given back
+ * by a release or, past their deadline, by the sweeper. Physical expiry:
+ * a live hold's units are out of `stock` (a sale never sees them), so
+ * initial = stock + sold + held at every commit. Every function here is
+ * one transaction of its own on the caller's connection (a guard's lock,
+ * when it has one, is the caller's: lib/guards/core/hold_entry.c).
+ * store_hold* (store_holds.c) are its statements. */
+#ifndef LAB_HOLDS_H
+#define LAB_HOLDS_H
+
+#include "deduct.h"
+
+#include <stddef.h>
+
+struct db_conn;
+
+/* ttl_ms bounds of POST /inventory/reserve. */
+#define HOLD_TTL_MIN_MS 100
+#define HOLD_TTL_MAX_MS 3600000
+
+struct hold_row {
+    char sku[STOCK_SKU_MAX + 1];
+    long long qty;
+    char state[16];            /* held | confirmed | released | expired */
+    char guard[33];
+    long long expires_at_ms;   /* Unix ms, the DB clock */
+    long long past_deadline;   /* 1: expires_at <= NOW(3) when read */
+    long long fresh;           /* 1: confirmed late on fresh units */
+};
+
+/* What a hold call came to (negative: a DB_E* code, nothing changed). */
+enum hold_result {
+    HOLD_HELD = 1,             /* reserved now */
+    HOLD_REPEAT,               /* the order already has this hold (row filled) */
+    HOLD_CONFLICT,             /* the order id has another hold, or a sale */
+    HOLD_OUT_OF_STOCK,         /* *left units, fewer than asked */
+    HOLD_UNKNOWN_SKU,
+    HOLD_CONFIRMED,            /* a sale now (ledger row written) */
+    HOLD_CONFIRMED_FRESH,      /* late, on fresh units after the sweep */
+    HOLD_CONFIRM_REPEAT,       /* confirmed before: answered as then */
+    HOLD_EXPIRED,              /* deadline passed, no fresh units: 409 */
+    HOLD_NOT_HELD,             /* released (or, for release, not held) */
+    HOLD_UNKNOWN_ORDER,
+    HOLD_GIVEN_BACK,           /* release: the units are back in stock */
+};
+
+struct hold_reserve_req {
+    const char *order_id, *sku, *guard, *instance;
+    long long qty, ttl_ms;
+};
+
+/* ---- statements (store_holds.c) ---------------------------------------- */
+
+/* order_id's hold: 1 found (h filled), 0 not, or DB_E*. */
+int store_hold_get(struct db_conn *db, const char *order_id, int for_update,
+                   struct hold_row *h);
+/* A held row expiring ttl_ms from the DB's now: 1, DB_EDUP, or DB_E*. */
+long long store_hold_insert(struct db_conn *db, const char *order_id, const char *sku,
+                            long long qty, const char *guard, const char *instance,
+                            long long ttl_ms);
+/* held -> confirmed, only before the deadline (check_deadline 1); 0: the
+ * broken variant, held or expired -> confirmed whatever the deadline.
+ * 1 moved, 0 not, DB_E*. */
+long long store_hold_confirm(struct db_conn *db, const char *order_id, int check_deadline);
+/* expired -> confirmed with fresh=1 (new units taken): 1, 0, DB_E*. */
+long long store_hold_confirm_fresh(struct db_conn *db, const char *order_id);
+/* held -> expired, only once past the deadline: 1, 0, DB_E*. */
+long long store_hold_expire(struct db_conn *db, const char *order_id);
+/* held -> released: 1, 0, DB_E*. */
+long long store_hold_release(struct db_conn *db, const char *order_id);
+/* The order ids of held rows past their deadline, oldest first, at most
+ * max, comma-separated into buf: the count, or DB_E*. */
+long long store_holds_due(struct db_conn *db, int max, char *buf, size_t len);
+/* sku's units held, holds past their deadline not swept yet, and the
+ * order ids confirmed after their deadline on their own units (late, the
+ * broken confirm) into late. 1, or DB_E*. */
+int store_holds_audit(struct db_conn *db, const char *sku, long long *held,
+                      long long *expired_unswept, char *late, size_t late_len);
+/* Every hold of sku (a reseed, a removal): 0 or DB_E*. */
+int store_holds_clear(struct db_conn *db, const char *sku);
+
+/* ---- transactions (holds.c) -------------------------------------------- */
+
+/* Take r->qty from stock (only while stock >= qty) and write the hold.
+ * HOLD_HELD / HOLD_REPEAT (h: the row, the same answer as the first),
+ * HOLD_CONFLICT, HOLD_OUT_OF_STOCK (*left), HOLD_UNKNOWN_SKU, or DB_E*. */
+int stock_hold_reserve(struct db_conn *db, const struct hold_reserve_req *r,
+                       struct hold_row *h, long long *left);
+/* Confirm order_id's hold as a sale by `instance`: the ledger row is
+ * written in the same transaction as held -> confirmed. A hold past its
+ * deadline is expired first (its units back), then new units are taken
+ * when there are (HOLD_CONFIRMED_FRESH), else HOLD_EXPIRED. check_deadline
+ * 0 is the broken variant (confirm_check "none"). *remaining: the stock
+ * the sale left. HOLD_CONFLICT (nothing changed): the order id was sold
+ * outright since the reserve. */
+int stock_hold_confirm(struct db_conn *db, const char *order_id, const char *instance,
+                       int check_deadline, struct hold_row *h, long long *remaining);
+/* Give a held hold's units back: HOLD_GIVEN_BACK, HOLD_NOT_HELD (h
+ * filled), HOLD_UNKNOWN_ORDER, or DB_E*. */
+int stock_hold_release(struct db_conn *db, const char *order_id, struct hold_row *h);
+/* The sweeper's step for one hold: held -> expired and its units back, if
+ * it is still held past its deadline. 1 swept, 0 not (decided elsewhere),
+ * or DB_E*. */
+int stock_hold_expire(struct db_conn *db, const char *order_id);
+
+#endif

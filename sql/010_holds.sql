@@ -1,0 +1,27 @@
+-- Holds (POST /inventory/reserve, /confirm): units taken from stock at
+-- checkout and kept for one order until it pays (confirmed: a ledger row
+-- is written) or its deadline passes (expired: a sweeper gives the units
+-- back). Every move is one conditional state transition on this row, so a
+-- confirm racing the sweeper is decided once. Safe to apply twice.
+--   state:        held | confirmed | released | expired
+--   expires_at:   the DB clock's deadline (NOW(3) + ttl_ms at reserve)
+--   fresh:        1 when a late confirm took new units after the sweep
+--   confirmed_at: when the confirm committed (the audit checks it against
+--                 expires_at: a confirm past the deadline of units already
+--                 given back is an oversell)
+USE db_shopping;
+
+CREATE TABLE IF NOT EXISTS holds (
+    order_id     VARCHAR(64)  CHARACTER SET ascii COLLATE ascii_bin NOT NULL PRIMARY KEY,
+    sku          VARCHAR(64)  CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
+    qty          INT          NOT NULL,
+    state        VARCHAR(16)  NOT NULL,
+    guard        VARCHAR(32)  NOT NULL,
+    instance     VARCHAR(64)  NOT NULL,
+    created_at   TIMESTAMP(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3),
+    expires_at   TIMESTAMP(3) NOT NULL,
+    confirmed_at TIMESTAMP(3) NULL DEFAULT NULL,
+    fresh        TINYINT(1)   NOT NULL DEFAULT 0,
+    KEY ix_holds_expiry (state, expires_at),
+    KEY ix_holds_sku (sku, state)
+) ENGINE=InnoDB;

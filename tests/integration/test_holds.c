@@ -1,0 +1,551 @@
+/* Holds that expire (services/API.md, "Holds"): reserve at checkout,
+ * confirm at payment, give back what is never paid, never sell a unit
+ * twice when a payment comes late; on the 2 instances of the stack, both
+ * running the sweeper. The broken confirm (confirm_check:"none") is shown
+ * to oversell. Every test ends on an audit. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "itest.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static int group_setup(void **state) { return it_setup(); }
+
+static long post(int i, const char *path, const char *body, struct it_resp *r)
+{
+    char url[256];
+    snprintf(url, sizeof(url), "%s%s", it.inventory[i], path);
+    return it_http("POST", url, body, r);
+}
+
+/* POST and the status only. */
+static long post_status(int i, const char *path, const char *fmt, ...)
+{
+    char body[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(body, sizeof(body), fmt, ap);
+    va_end(ap);
+    char url[256];
+    snprintf(url, sizeof(url), "%s%s", it.inventory[i], path);
+    return it_status("POST", url, body);
+}
+
+static long reserve(int i, const char *guard, const char *order, const char *sku, int qty,
+                    long ttl_ms)
+{
+    return post_status(i, "/inventory/reserve",
+                       "{\"order_id\":\"%s\",\"sku\":\"%s\",\"qty\":%d,\"ttl_ms\":%ld,"
+                       "\"guard\":\"%s\"}", order, sku, qty, ttl_ms, guard);
+}
+
+static long confirm(int i, const char *order)
+{
+    return post_status(i, "/inventory/confirm", "{\"order_id\":\"%s\"}", order);
+}
+
+static long long field(const struct it_resp *r, const char *name)
+{
+    json_t *v = json_object_get(r->json, name);
+    if (!json_is_integer(v))
+        fail_msg("no integer '%s' in %s", name, r->body);
+    return json_integer_value(v);
+}
+
+static int flag(const struct it_resp *r, const char *name)
+{
+    return json_is_true(json_object_get(r->json, name));
+}
+
+/* The audit's figures, printed; every test reads it at its end. */
+static void audit(const char *sku, struct it_resp *r)
+{
+    it_audit_json(0, sku, r);
+    print_message("%-12s initial %lld stock %lld sold %lld held %lld unswept %lld "
+                  "oversold %lld lost %lld consistent %d\n", sku, it_audit_field(r, "initial"),
+                  it_audit_field(r, "stock"), it_audit_field(r, "sold"),
+                  it_audit_field(r, "held"), it_audit_field(r, "expired_unswept"),
+                  it_audit_field(r, "oversold"), it_audit_field(r, "lost_updates"),
+                  flag(r, "consistent"));
+}
+
+static void assert_exact(const char *sku, long long stock, long long sold, long long held)
+{
+    struct it_resp r;
+    audit(sku, &r);
+    assert_true(flag(&r, "consistent"));
+    assert_int_equal(it_audit_field(&r, "oversold"), 0);
+    assert_int_equal(it_audit_field(&r, "lost_updates"), 0);
+    assert_int_equal(it_audit_field(&r, "stock"), stock);
+    assert_int_equal(it_audit_field(&r, "sold"), sold);
+    assert_int_equal(it_audit_field(&r, "held"), held);
+    it_resp_free(&r);
+}
+
+/* Sweep on both instances until sku holds nothing (at most 5 s). */
+static void sweep_until_free(const char *sku)
+{
+    for (int t = 0; t < 100; t++) {
+        struct it_resp r;
+        assert_int_equal(post(t % 2, "/inventory/sweep", "", &r), 200);
+        it_resp_free(&r);
+        it_audit_json(0, sku, &r);
+        long long held = it_audit_field(&r, "held");
+        it_resp_free(&r);
+        if (held == 0)
+            return;
+        it_sleep_us(50000);
+    }
+    fail_msg("%s still holds units after 5 s of sweeping", sku);
+}
+
+/* Reserve, repeat, confirm, repeat; reserve, release, repeat; under a MySQL
+ * guard and a lock guard. */
+static void happy_paths(const char *guard, const char *sku)
+{
+    char o1[64], o2[64];
+    snprintf(o1, sizeof(o1), "%s-o1", sku);
+    snprintf(o2, sizeof(o2), "%s-o2", sku);
+    assert_int_equal(it_seed(sku, 10), 200);
+    struct it_resp r, again;
+    char body[256];
+    snprintf(body, sizeof(body), "{\"order_id\":\"%s\",\"sku\":\"%s\",\"qty\":2,"
+             "\"ttl_ms\":60000,\"guard\":\"%s\"}", o1, sku, guard);
+    assert_int_equal(post(0, "/inventory/reserve", body, &r), 200);
+    assert_true(flag(&r, "held"));
+    assert_true(field(&r, "expires_at_ms") > 0);
+    assert_int_equal(post(1, "/inventory/reserve", body, &again), 200);   /* a repeat */
+    assert_true(flag(&again, "duplicate"));
+    assert_int_equal(field(&again, "expires_at_ms"), field(&r, "expires_at_ms"));
+    it_resp_free(&r);
+    it_resp_free(&again);
+    char url[256];
+    snprintf(url, sizeof(url), "%s/inventory/%s", it.inventory[1], sku);
+    assert_int_equal(it_http("GET", url, NULL, &r), 200);
+    assert_int_equal(field(&r, "stock"), 8);
+    assert_int_equal(field(&r, "held"), 2);
+    assert_int_equal(field(&r, "available"), 8);
+    it_resp_free(&r);
+    assert_exact(sku, 8, 0, 2);
+    snprintf(body, sizeof(body), "{\"order_id\":\"%s\"}", o1);
+    assert_int_equal(post(1, "/inventory/confirm", body, &r), 200);
+    assert_int_equal(field(&r, "remaining"), 8);
+    assert_false(flag(&r, "fresh"));
+    assert_int_equal(post(0, "/inventory/confirm", body, &again), 200);
+    assert_true(flag(&again, "duplicate"));
+    assert_int_equal(field(&again, "remaining"), 8);
+    it_resp_free(&r);
+    it_resp_free(&again);
+    assert_exact(sku, 8, 2, 0);
+    assert_int_equal(reserve(0, guard, o2, sku, 3, 60000), 200);
+    assert_exact(sku, 5, 2, 3);
+    snprintf(body, sizeof(body), "{\"order_id\":\"%s\"}", o2);
+    assert_int_equal(post(1, "/inventory/release", body, &r), 200);
+    assert_true(flag(&r, "released"));
+    assert_int_equal(post(0, "/inventory/release", body, &again), 200);
+    assert_true(flag(&again, "duplicate"));
+    it_resp_free(&r);
+    it_resp_free(&again);
+    assert_int_equal(confirm(0, o2), 409);   /* released: nothing to pay for */
+    assert_exact(sku, 8, 2, 0);
+}
+
+static void test_happy_paths(void **state)
+{
+    happy_paths("conditional-update", "Hold-cu");
+    happy_paths("for-update", "Hold-fu");
+    happy_paths("redis-lock", "Hold-rl");
+    assert_int_equal(confirm(0, "Hold-never-reserved"), 404);
+}
+
+#define TWINS 16
+
+struct twin {
+    int i;
+    long status;
+    char body[200];
+};
+
+static void *twin_reserve(void *arg)
+{
+    struct twin *t = arg;
+    static struct it_resp r[TWINS];   /* large: not on the thread's stack */
+    t->status = post(t->i % 2, "/inventory/reserve", "{\"order_id\":\"Hold-twin-1\","
+                     "\"sku\":\"Hold-twin\",\"qty\":2,\"ttl_ms\":60000,"
+                     "\"guard\":\"conditional-update\"}", &r[t->i]);
+    snprintf(t->body, sizeof(t->body), "%s", r[t->i].body);
+    it_resp_free(&r[t->i]);
+    return NULL;
+}
+
+/* The same reserve TWINS times at once on 2 instances: one hold, every
+ * answer 200 (a deadlock among them would be a 503). */
+static void test_twin_reserves(void **state)
+{
+    assert_int_equal(it_seed("Hold-twin", 10), 200);
+    struct twin t[TWINS];
+    pthread_t th[TWINS];
+    for (int i = 0; i < TWINS; i++) {
+        t[i] = (struct twin){i, -1, ""};
+        assert_int_equal(pthread_create(&th[i], NULL, twin_reserve, &t[i]), 0);
+    }
+    for (int i = 0; i < TWINS; i++) {
+        pthread_join(th[i], NULL);
+        if (t[i].status != 200)
+            fail_msg("twin %d: %ld %s", i, t[i].status, t[i].body);
+    }
+    assert_exact("Hold-twin", 8, 0, 2);
+}
+
+/* GET /guards says which guards reserve; a Redis-stock guard answers a
+ * reserve with a 400 that names them, and nothing changes. */
+static void test_guards_that_reserve(void **state)
+{
+    char url[256];
+    struct it_resp r;
+    snprintf(url, sizeof(url), "%s/guards", it.inventory[0]);
+    assert_int_equal(it_http("GET", url, NULL, &r), 200);
+    json_t *gs = json_object_get(r.json, "guards");
+    size_t i;
+    json_t *g;
+    int seen = 0;
+    json_array_foreach(gs, i, g) {
+        const char *name = json_string_value(json_object_get(g, "name"));
+        int holds = json_is_true(json_object_get(g, "holds"));
+        assert_true(json_is_boolean(json_object_get(g, "holds")));
+        if (strcmp(name, "conditional-update") == 0 || strcmp(name, "redis-lock") == 0)
+            assert_true(holds), seen++;
+        if (strcmp(name, "redis-decr") == 0 || strcmp(name, "redis-stream") == 0 ||
+            strcmp(name, "segmented") == 0)
+            assert_false(holds), seen++;
+    }
+    assert_int_equal(seen, 5);
+    it_resp_free(&r);
+    assert_int_equal(it_seed("Hold-redis", 5), 200);
+    assert_int_equal(post(0, "/inventory/reserve", "{\"order_id\":\"Hold-redis-1\","
+                          "\"sku\":\"Hold-redis\",\"guard\":\"redis-decr\"}", &r), 400);
+    assert_non_null(strstr(r.body, "conditional-update"));
+    it_resp_free(&r);
+    assert_exact("Hold-redis", 5, 0, 0);
+}
+
+/* lab_holds_swept_total over both instances (absent: 0). */
+static double swept_total(void)
+{
+    double sum = 0;
+    for (int i = 0; i < 2; i++) {
+        double v = it_metric(i, "lab_holds_swept_total");
+        sum += v > 0 ? v : 0;
+    }
+    return sum;
+}
+
+/* A hold never paid: past its deadline the sweeper gives its units back. */
+static void test_expiry_gives_back(void **state)
+{
+    assert_int_equal(it_seed("Hold-exp", 5), 200);
+    double swept = swept_total();
+    assert_int_equal(reserve(0, "conditional-update", "Hold-exp-1", "Hold-exp", 3, 100), 200);
+    assert_int_equal(reserve(1, "redis-lock", "Hold-exp-2", "Hold-exp", 1, 100), 200);
+    assert_exact("Hold-exp", 1, 0, 4);
+    sweep_until_free("Hold-exp");
+    assert_exact("Hold-exp", 5, 0, 0);
+    struct it_resp r;
+    audit("Hold-exp", &r);
+    assert_int_equal(it_audit_field(&r, "expired_unswept"), 0);
+    it_resp_free(&r);
+    assert_true(swept_total() - swept >= 2);
+    assert_int_equal(it_sql_value("SELECT COUNT(*) FROM db_shopping.holds WHERE "
+                                  "sku='Hold-exp' AND state='expired'"), 2);
+}
+
+/* A payment after the deadline: the hold was swept and its unit sold to
+ * someone else, the stock is gone: 409 hold_expired, never a second sale
+ * of that unit. With stock left, the late payment takes a fresh unit. */
+static void test_late_confirm(void **state)
+{
+    assert_int_equal(it_seed("Hold-late", 1), 200);
+    assert_int_equal(reserve(0, "conditional-update", "Hold-late-a", "Hold-late", 1, 100), 200);
+    sweep_until_free("Hold-late");
+    assert_int_equal(post_status(1, "/inventory/deduct", "{\"order_id\":\"Hold-late-b\","
+                                 "\"sku\":\"Hold-late\",\"guard\":\"conditional-update\"}"),
+                     200);
+    struct it_resp r;
+    assert_int_equal(post(1, "/inventory/confirm", "{\"order_id\":\"Hold-late-a\"}", &r), 409);
+    assert_string_equal(json_string_value(json_object_get(r.json, "error")), "hold_expired");
+    it_resp_free(&r);
+    assert_exact("Hold-late", 0, 1, 0);
+
+    assert_int_equal(it_seed("Hold-fresh", 2), 200);
+    assert_int_equal(reserve(1, "conditional-update", "Hold-fresh-a", "Hold-fresh", 1, 100),
+                     200);
+    it_sleep_us(300000);   /* past the deadline, swept or not: both are decided alike */
+    assert_int_equal(post(0, "/inventory/confirm", "{\"order_id\":\"Hold-fresh-a\"}", &r), 200);
+    assert_true(flag(&r, "fresh"));
+    it_resp_free(&r);
+    assert_exact("Hold-fresh", 1, 1, 0);
+}
+
+/* Bad input is a 400 that changes nothing. */
+static void test_bad_input(void **state)
+{
+    static const char *const bodies[] = {
+        "{\"order_id\":\"Hold-bad-1\",\"sku\":\"Hold-bad\",\"ttl_ms\":99}",
+        "{\"order_id\":\"Hold-bad-1\",\"sku\":\"Hold-bad\",\"ttl_ms\":3600001}",
+        "{\"order_id\":\"Hold-bad-1\",\"sku\":\"Hold-bad\",\"ttl_ms\":\"5s\"}",
+        "{\"order_id\":\"Hold-bad-1\",\"sku\":\"Hold-bad\",\"hold_ms\":10}",
+        "{\"order_id\":\"Hold-bad-1\",\"lines\":[{\"sku\":\"Hold-bad\",\"qty\":1}]}",
+        "{\"sku\":\"Hold-bad\"}",
+        "{\"order_id\":\"Hold-bad-1\",\"sku\":\"Hold-bad\",\"qty\":0}",
+        "{\"order_id\":\"bad id!\",\"sku\":\"Hold-bad\"}",
+        "[1]",
+        "not json",
+    };
+    assert_int_equal(it_seed("Hold-bad", 3), 200);
+    for (size_t i = 0; i < sizeof bodies / sizeof bodies[0]; i++) {
+        struct it_resp r;
+        long st = post(i % 2, "/inventory/reserve", bodies[i], &r);
+        if (st != 400 || !json_is_string(json_object_get(r.json, "detail")))
+            fail_msg("reserve %s: %ld %s", bodies[i], st, r.body);
+        it_resp_free(&r);
+    }
+    assert_int_equal(reserve(0, "conditional-update", "Hold-bad-2", "Hold-bad", 1, 60000), 200);
+    assert_int_equal(post_status(0, "/inventory/confirm", "{\"order_id\":\"Hold-bad-2\","
+                                 "\"confirm_check\":\"maybe\"}"), 400);
+    assert_int_equal(post_status(0, "/inventory/confirm", "{\"order_id\":\"Hold-bad-2\","
+                                 "\"qty\":1}"), 400);
+    assert_int_equal(post_status(0, "/inventory/confirm", "{}"), 400);
+    assert_exact("Hold-bad", 2, 0, 1);
+    /* a sale under a hold's order id, then its confirm: refused, nothing changes */
+    assert_int_equal(post_status(1, "/inventory/deduct", "{\"order_id\":\"Hold-bad-2\","
+                                 "\"sku\":\"Hold-bad\",\"guard\":\"conditional-update\"}"),
+                     200);
+    assert_int_equal(confirm(0, "Hold-bad-2"), 409);
+    assert_exact("Hold-bad", 1, 1, 1);
+    assert_int_equal(reserve(0, "conditional-update", "Hold-bad-2", "Hold-bad", 1, 60000),
+                     200);   /* a repeat of the hold itself */
+    assert_int_equal(it_sql_value("SELECT COUNT(*) FROM db_shopping.holds WHERE sku='Hold-bad'"),
+                     1);
+}
+
+/* The broken confirm: confirm_check "none" pays a hold whose unit the
+ * sweeper gave back and another buyer bought: that unit is sold twice. */
+static void test_confirm_check_none_oversells(void **state)
+{
+    assert_int_equal(it_seed("Hold-none", 1), 200);
+    assert_int_equal(reserve(0, "conditional-update", "Hold-none-a", "Hold-none", 1, 100), 200);
+    sweep_until_free("Hold-none");
+    assert_int_equal(post_status(1, "/inventory/deduct", "{\"order_id\":\"Hold-none-b\","
+                                 "\"sku\":\"Hold-none\",\"guard\":\"conditional-update\"}"),
+                     200);
+    assert_int_equal(post_status(1, "/inventory/confirm", "{\"order_id\":\"Hold-none-a\","
+                                 "\"confirm_check\":\"none\"}"), 200);
+    struct it_resp r;
+    audit("Hold-none", &r);
+    assert_false(flag(&r, "consistent"));       /* broke, as expected */
+    assert_int_equal(it_audit_field(&r, "sold"), 2);
+    assert_int_equal(it_audit_field(&r, "oversold"), 1);
+    assert_non_null(strstr(r.body, "Hold-none-a"));   /* named in late_confirms */
+    it_resp_free(&r);
+}
+
+/* ---- a confirm racing the sweeper, decided once ----------------------- */
+
+#define RACE_N 40
+#define RACE_TTL_MS 400
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1000.0 + ts.tv_nsec / 1e6;
+}
+
+struct racer {
+    int k;
+    double at_ms;              /* when to fire (monotonic ms) */
+    long status;
+};
+
+static void wait_until(double at_ms)
+{
+    double left = at_ms - now_ms();
+    if (left > 0)
+        it_sleep_us((long)(left * 1000));
+}
+
+static void *confirm_racer(void *arg)
+{
+    struct racer *r = arg;
+    char order[64];
+    snprintf(order, sizeof(order), "Hold-race-%d", r->k);
+    wait_until(r->at_ms);
+    r->status = confirm(r->k % 2, order);
+    return NULL;
+}
+
+/* Buyers of units the sweeper gives back, and sweeps on both instances. */
+static void *buyer_racer(void *arg)
+{
+    struct racer *r = arg;
+    wait_until(r->at_ms);
+    r->status = post_status(r->k % 2, "/inventory/deduct", "{\"order_id\":\"Hold-buy-%d\","
+                            "\"sku\":\"Hold-race\",\"guard\":\"conditional-update\"}", r->k);
+    return NULL;
+}
+
+static void *sweep_racer(void *arg)
+{
+    struct racer *r = arg;
+    wait_until(r->at_ms);
+    for (int i = 0; i < 10; i++)
+        post_status(r->k % 2, "/inventory/sweep", "");
+    return NULL;
+}
+
+static void test_confirm_races_sweeper(void **state)
+{
+    assert_int_equal(it_seed("Hold-race", RACE_N), 200);
+    double t0 = now_ms();
+    for (int k = 0; k < RACE_N; k++) {
+        char order[64];
+        snprintf(order, sizeof(order), "Hold-race-%d", k);
+        assert_int_equal(reserve(k % 2, "conditional-update", order, "Hold-race", 1,
+                                 RACE_TTL_MS), 200);
+    }
+    /* confirms spread over the deadline of the holds (-40..+160 ms), buyers
+     * and sweeps in the first part of that window: late confirms meet
+     * units given back, some taken by buyers already */
+    struct racer conf[RACE_N], buy[RACE_N], sw[4];
+    pthread_t tc[RACE_N], tb[RACE_N], ts[4];
+    for (int k = 0; k < RACE_N; k++) {
+        conf[k] = (struct racer){k, t0 + RACE_TTL_MS - 40 + (k * 200.0) / RACE_N, -1};
+        buy[k] = (struct racer){k, t0 + RACE_TTL_MS + (k * 60.0) / RACE_N, -1};
+        assert_int_equal(pthread_create(&tc[k], NULL, confirm_racer, &conf[k]), 0);
+        assert_int_equal(pthread_create(&tb[k], NULL, buyer_racer, &buy[k]), 0);
+    }
+    for (int k = 0; k < 4; k++) {
+        sw[k] = (struct racer){k, t0 + RACE_TTL_MS - 10 + k * 10, -1};
+        assert_int_equal(pthread_create(&ts[k], NULL, sweep_racer, &sw[k]), 0);
+    }
+    int paid = 0, expired = 0, bought = 0;
+    for (int k = 0; k < RACE_N; k++) {
+        pthread_join(tc[k], NULL);
+        pthread_join(tb[k], NULL);
+        paid += conf[k].status == 200;
+        expired += conf[k].status == 409;
+        bought += buy[k].status == 200;
+    }
+    for (int k = 0; k < 4; k++)
+        pthread_join(ts[k], NULL);
+    print_message("race: %d paid, %d hold_expired, %d bought by others\n", paid, expired,
+                  bought);
+    assert_int_equal(paid + expired, RACE_N);
+    assert_true(paid + bought <= RACE_N);       /* no unit sold twice */
+    sweep_until_free("Hold-race");
+    assert_exact("Hold-race", RACE_N - paid - bought, paid + bought, 0);
+    assert_int_equal(it_sql_value("SELECT COUNT(*) FROM db_shopping.holds WHERE "
+                                  "sku='Hold-race' AND state='confirmed'"), paid);
+    for (int k = 0; k < RACE_N; k++) {   /* a paid one answers as before */
+        char order[64];
+        snprintf(order, sizeof(order), "Hold-race-%d", k);
+        if (conf[k].status == 200)
+            assert_int_equal(confirm((k + 1) % 2, order), 200);
+    }
+}
+
+/* ---- the order service: pay_within_ms, POST /orders/{id}/pay ---------- */
+
+static long order_post(const char *body, struct it_resp *r)
+{
+    char url[256];
+    snprintf(url, sizeof(url), "%s/orders", it.order);
+    return it_http("POST", url, body, r);
+}
+
+static long order_pay(const char *order_id, struct it_resp *r)
+{
+    char url[256];
+    snprintf(url, sizeof(url), "%s/orders/%s/pay", it.order, order_id);
+    return it_http("POST", url, NULL, r);
+}
+
+static long long order_status_is(const char *order_id, const char *status)
+{
+    char sql[256];
+    snprintf(sql, sizeof(sql), "SELECT COUNT(*) FROM db_order.orders WHERE order_id='%s' "
+             "AND status='%s'", order_id, status);
+    return it_sql_value(sql);
+}
+
+/* Paid in the window: paid; paid late: 409 hold_expired and the order
+ * expired; never paid: the reconciler expires it and the units are back. */
+static void test_orders_awaiting_payment(void **state)
+{
+    assert_int_equal(it_seed("Hold-ord", 3), 200);
+    struct it_resp r;
+    assert_int_equal(order_post("{\"sku\":\"Hold-ord\",\"order_id\":\"Hold-ord-1\","
+                                "\"pay_within_ms\":60000,\"guard\":\"conditional-update\"}",
+                                &r), 201);
+    assert_string_equal(json_string_value(json_object_get(r.json, "status")),
+                        "awaiting_payment");
+    it_resp_free(&r);
+    assert_exact("Hold-ord", 2, 0, 1);
+    assert_int_equal(order_pay("Hold-ord-1", &r), 200);
+    assert_string_equal(json_string_value(json_object_get(r.json, "status")), "paid");
+    it_resp_free(&r);
+    assert_int_equal(order_pay("Hold-ord-1", &r), 200);   /* a repeat */
+    assert_true(flag(&r, "duplicate"));
+    it_resp_free(&r);
+    assert_exact("Hold-ord", 2, 1, 0);
+
+    assert_int_equal(order_post("{\"sku\":\"Hold-ord\",\"order_id\":\"Hold-ord-2\","
+                                "\"pay_within_ms\":100,\"guard\":\"conditional-update\"}",
+                                &r), 201);
+    it_resp_free(&r);
+    assert_int_equal(order_post("{\"sku\":\"Hold-ord\",\"order_id\":\"Hold-ord-3\","
+                                "\"pay_within_ms\":100,\"guard\":\"redis-lock\"}", &r), 201);
+    it_resp_free(&r);
+    it_sleep_us(300000);
+    assert_int_equal(order_pay("Hold-ord-2", &r), 409);
+    assert_string_equal(json_string_value(json_object_get(r.json, "error")), "hold_expired");
+    it_resp_free(&r);
+    assert_int_equal(order_status_is("Hold-ord-2", "expired"), 1);
+    int t = 0;   /* never paid: the reconciler (1 s, 2 s margin) expires it */
+    while (order_status_is("Hold-ord-3", "expired") != 1 && t++ < 100)
+        it_sleep_us(100000);
+    assert_int_equal(order_status_is("Hold-ord-3", "expired"), 1);
+    sweep_until_free("Hold-ord");
+    assert_exact("Hold-ord", 2, 1, 0);
+    assert_int_equal(order_post("{\"sku\":\"Hold-ord\",\"pay_within_ms\":99}", &r), 400);
+    it_resp_free(&r);
+    assert_int_equal(order_post("{\"sku\":\"Hold-ord\",\"pay_within_ms\":1000,"
+                                "\"hold_ms\":5}", &r), 400);
+    it_resp_free(&r);
+    assert_int_equal(order_pay("Hold-ord-none", &r), 404);
+    it_resp_free(&r);
+    assert_exact("Hold-ord", 2, 1, 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_happy_paths),
+        cmocka_unit_test(test_twin_reserves),
+        cmocka_unit_test(test_guards_that_reserve),
+        cmocka_unit_test(test_expiry_gives_back),
+        cmocka_unit_test(test_late_confirm),
+        cmocka_unit_test(test_bad_input),
+        cmocka_unit_test(test_confirm_check_none_oversells),
+        cmocka_unit_test(test_confirm_races_sweeper),
+        cmocka_unit_test(test_orders_awaiting_payment),
+    };
+    return cmocka_run_group_tests(tests, group_setup, NULL);
+}
