@@ -514,11 +514,7 @@ static json_t *guards_json(const struct inv_conf *c)
     const struct guard *const *all = guard_all(&n);
     json_t *arr = json_array();
     for (size_t i = 0; i < n; i++)
-        json_array_append_new(arr, json_pack("{s:s,s:s,s:s,s:b,s:b}", "name", all[i]->name,
-                                             "how", all[i]->how, "expect", all[i]->expect,
-                                             "safe_across_instances",
-                                             all[i]->safe_across_instances, "carts",
-                                             all[i]->deduct_cart != NULL));
+        json_array_append_new(arr, guard_json(all[i]));
     return json_pack("{s:s,s:o}", "default", c->guard, "guards", arr);
 }
 
