@@ -19,6 +19,8 @@ struct inv_conf {
     char admin_token[128];   /* "" = reseed and release are open (loopback) */
     char mysql_nodes[512];   /* Galera nodes "host:port,...": "" = one server */
     long cluster_wait_ms;    /* how long the audit waits for them to converge */
+    int print_guards;        /* 1: print GET /guards' body and exit (the lab
+                              * reads the guards' descriptions without a stack) */
 };
 
 extern const struct cfg_opt inv_options[];
