@@ -289,14 +289,12 @@ static const struct guard_metric doc_metrics[] = {
     {"lab_redlock_quorum_failures_total", "counter", "redlock: rounds that missed the quorum", ""},
     {"lab_redlock_timeouts_total", "counter", "redlock: acquisitions that timed out", ""},
     {"lab_redlock_unavailable_total", "counter",
-     "redlock: acquisitions refused because too few masters answered",
-     ""},
+     "redlock: acquisitions refused because too few masters answered", ""},
     {"lab_redlock_lost_total", "counter", "redlock: holders that found their lock gone", ""},
     {"lab_redlock_node_errors_total", "counter", "redlock: errors talking to one master", ""},
     {"lab_redlock_renewals_total", "counter", "redlock: watchdog rounds extended on a quorum", ""},
     {"lab_redlock_expired_total", "counter",
-     "redlock: holders that found their validity gone before the write",
-     ""},
+     "redlock: holders that found their validity gone before the write", ""},
 };
 static const struct guard_doc doc = {
     .needs = "3 independent Redis masters",

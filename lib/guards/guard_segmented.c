@@ -475,8 +475,7 @@ static const char *const doc_steps[] = {
 };
 static const struct guard_metric doc_metrics[] = {
     {"lab_segment_fallthrough_total", "counter",
-     "segmented sales that moved on to another segment",
-     "guard"},
+     "segmented sales that moved on to another segment", "guard"},
 };
 static const struct guard_doc doc = {
     .needs = "Redis",

@@ -250,8 +250,7 @@ static const char *const doc_steps[] = {
 static const struct guard_metric doc_metrics[] = {
     {"lab_batch_size", "histogram", "deductions per batched-update batch", ""},
     {"lab_batch_transactions_total", "counter",
-     "batched-update transactions (a batch runs again after a ledger duplicate)",
-     ""},
+     "batched-update transactions (a batch runs again after a ledger duplicate)", ""},
 };
 static const struct guard_doc doc = {
     .needs = "MySQL",

@@ -632,64 +632,12 @@ static void stream_export_metrics(void)
 /* replicas_ack (lock_fields.h's row; no lock is taken). */
 static const struct guard_field stream_fields[] = {LOCK_FIELD_REPLICAS_ACK};
 
-/* The guard's description for GET /guards (guard.h: struct guard_doc). */
-static const char *const doc_steps[] = {
-    "One Lua script: idempotency by order_id, check-and-decrement, XADD to lab:sales.",
-    "A flusher per instance writes batches of up to 500 to MySQL in one transaction.",
-    "Exact once drained; the audit reports the unflushed tail as pending.",
-    NULL,
-};
-static const struct guard_metric doc_metrics[] = {
-    {"lab_stream_batches_total", "counter", "redis-stream flusher: batches committed", ""},
-    {"lab_stream_entries_total", "counter",
-     "redis-stream flusher: sales in committed batches (a stream entry carries one "
-     "or a whole group)",
-     ""},
-    {"lab_stream_inserted_total", "counter", "redis-stream flusher: ledger rows inserted", ""},
-    {"lab_stream_flush_failures_total", "counter",
-     "redis-stream flusher: failed flush attempts",
-     ""},
-    {"lab_stream_claimed_total", "counter",
-     "redis-stream flusher: entries taken over from a dead consumer",
-     ""},
-    {"lab_stream_replayed_total", "counter",
-     "redis-stream flusher: rows a replay found already there",
-     ""},
-    {"lab_stream_floor_total", "counter",
-     "redis-stream flusher: sales whose MySQL stock was floored at 0",
-     ""},
-    {"lab_stream_last_batch_size", "gauge", "redis-stream flusher: entries in the last batch", ""},
-    {"lab_stream_lag_max_seconds", "gauge",
-     "redis-stream flusher: largest write-behind lag seen",
-     ""},
-    {"lab_stream_lag_seconds", "histogram",
-     "redis-stream: Redis time of a sale to its MySQL commit",
-     ""},
-    {"lab_stream_sale_calls_total", "counter",
-     "redis-stream: sale script calls (each carries a group of concurrent sales of "
-     "one SKU)",
-     ""},
-    {"lab_stream_sale_call_members_total", "counter",
-     "redis-stream: sales carried by those calls",
-     ""},
-};
-static const struct guard_doc doc = {
-    .needs = "Redis (AOF, fsync always) + MySQL behind",
-    .use_when = "the hottest sales: answer from Redis, write MySQL in batches behind",
-    .breaks = "nothing found; Redis is the system of record until the flush",
-    .origin = "seed 001: decide in the kv store, write the database later through a queue",
-    .steps = doc_steps,
-    .statements = "EVAL (SISMEMBER order; DECRBY sstock:{sku}; XADD lab:sales ...)\nflusher: "
-        "XREADGROUP; BEGIN; INSERT INTO ledger ...; UPDATE inventory ...; COMMIT; "
-        "XACK",
-    .code = __FILE__,
-    .metrics = doc_metrics,
-    .nmetrics = sizeof(doc_metrics) / sizeof(doc_metrics[0]),
-};
+/* Its description (GET /guards): stream_doc.c, beside it (this file is long). */
+extern const struct guard_doc stream_doc;
 
 const struct guard guard_redis_stream = {
     .name = GUARD_NAME,
-    .doc = &doc,
+    .doc = &stream_doc,
     .how = "one Lua script checks, decrements and appends the sale to a Redis stream; "
            "a flusher writes MySQL in batches",
     .expect = "correct (MySQL behind by the unflushed tail)",
