@@ -29,7 +29,15 @@ void metrics_describe(const char *name, const char *type, const char *help);
 
 /* One family of the catalogue: name, type (counter, gauge, histogram), help. */
 struct metrics_family { const char *name, *type, *help; };
-/* The catalogue entry of a family, or NULL (metrics_catalog.c). */
+/* Add a family to the catalogue, for a module above base that owns
+ * metrics (the guard registry registers each guard's rows): the strings
+ * must be static (only the pointers are kept). A name already catalogued
+ * is left as it is. Returns 0, or -1 when METRICS_MAX_REGISTERED families
+ * are registered already. Thread-safe. */
+#define METRICS_MAX_REGISTERED 160
+int metrics_register(const char *name, const char *type, const char *help);
+/* The catalogue entry of a family, the service's own rows then the
+ * registered ones, or NULL (metrics_catalog.c). */
 const struct metrics_family *metrics_family_of(const char *name);
 /* Exposition text, malloc'd (caller frees); NULL when out of memory. */
 char *metrics_render(void);

@@ -104,10 +104,38 @@ struct guard_side {
 typedef int (*guard_work_fn)(void *ctx, const struct deduct_env *env,
                              const struct deduct_req *req, struct deduct_res *res);
 
+/* ---- the guard's description (GET /guards, core/guard_doc.c) ---------- */
+
+/* One metric family a guard exports: registered with lib/base/metrics at
+ * guard_init_all (its # HELP and # TYPE), served by GET /guards. */
+struct guard_metric {
+    const char *name, *type, *help;
+    const char *labels;        /* its label names, "guard,outcome"; "" none */
+};
+
+/* What a reader is told about a guard, written once in its own file. Its
+ * capabilities (takes a lease, keeps stock in Redis, ...) are not written
+ * here: guard_doc.c derives them from the guard's fields and hooks. */
+struct guard_doc {
+    const char *needs;         /* the backends it needs: "Redis (+ Sentinel)" */
+    const char *use_when;      /* when to choose it */
+    const char *breaks;        /* what breaks it (a fault, a misuse) */
+    const char *origin;        /* the seed passage or peer it comes from */
+    const char *const *steps;  /* how it works, sentences; NULL-terminated */
+    const char *statements;    /* what one deduction runs, lines */
+    const char *code;          /* the file that implements it */
+    const char *lock_home;     /* lock guards: where the lock lives ("redis",
+                                * "redis-quorum", "mysql", "process",
+                                * "zookeeper", "etcd"); NULL: no lock */
+    const struct guard_metric *metrics;   /* its own families */
+    size_t nmetrics;
+};
+
 struct guard {
     const char *name;
     const char *how;           /* one line: what it does per deduction */
     const char *expect;        /* one line: expected result with 2+ instances */
+    const struct guard_doc *doc; /* the rest of its description (GET /guards) */
     int safe_across_instances; /* 1 when it must never oversell */
     int own_idempotency;       /* 1: its ledger insert answers a repeated
                                 * order id itself (as guard_deduct's check
@@ -305,6 +333,18 @@ int guard_health(const char **up, size_t nup, size_t *nup_out, const char **back
                  char *err, size_t errlen);
 /* The shared backends' metrics, then every guard's export_metrics. */
 void guard_export_metrics(void);
+
+/* ---- descriptions (core/guard_doc.c) --------------------------------- */
+
+/* g as GET /guards shows it: name, how, expect, safe_across_instances,
+ * carts, its doc's texts, its capabilities (derived from its fields and
+ * hooks), its body fields and its metric families. New reference; NULL
+ * when out of memory. */
+json_t *guard_json(const struct guard *g);
+/* Register every guard's metric families (and the shared backends') with
+ * lib/base/metrics, once; guard_init_all calls it. Returns 0, or -1 when
+ * the metrics table is full. */
+int guard_register_metrics(void);
 
 /* ---- request options (core/options.c) -------------------------------- */
 

@@ -86,8 +86,26 @@ static int conditional_cart(const struct guard *self, const struct deduct_env *e
     return stock_cart_sell(self->name, env, c, CART_STYLE_CONDITIONAL, res);
 }
 
+/* The guard's description for GET /guards (guard.h: struct guard_doc). */
+static const char *const doc_steps[] = {
+    "No window at all: the check and the write are one statement.",
+    "0 rows changed means out of stock.",
+    NULL,
+};
+static const struct guard_doc doc = {
+    .needs = "MySQL",
+    .use_when = "the default choice: one statement checks and writes",
+    .breaks = "nothing found; bounded by one durable commit per sale",
+    .origin = "the seeds' fix: let the database decide",
+    .steps = doc_steps,
+    .statements = "UPDATE inventory SET stock=stock-? WHERE sku=? AND stock>=?\nINSERT INTO "
+        "ledger ...",
+    .code = __FILE__,
+};
+
 const struct guard guard_conditional_update = {
     .name = "conditional-update",
+    .doc = &doc,
     .how = "one statement: UPDATE ... SET stock=stock-? WHERE sku=? AND stock>=?",
     .expect = "correct",
     .safe_across_instances = 1,

@@ -305,8 +305,54 @@ static void etcd_guard_export_metrics(void)
 static const struct guard_field etcd_fields[] = {LOCK_FIELD_TTL, LOCK_FIELD_WATCHDOG,
                                                  LOCK_FIELD_FENCING};
 
+/* The guard's description for GET /guards (guard.h: struct guard_doc). */
+static const char *const doc_steps[] = {
+    "Grants a lease of lock_ttl_ms (at least etcd's 2 s minimum; shorter is a 400), "
+    "kept alive by the watchdog.",
+    "etcd's lock service creates /locks/inventory/{sku}/<lease> and answers once "
+    "every key with a lower create revision is gone.",
+    "Right before the write the holder checks its lease on its own monotonic clock "
+    "(503 lease_expired once past it).",
+    "fencing=true uses the lock key's create revision as the token; release revokes "
+    "the lease.",
+    NULL,
+};
+static const struct guard_metric doc_metrics[] = {
+    {"lab_etcd_lock_acquired_total", "counter", "etcd: locks acquired", ""},
+    {"lab_etcd_lock_timeouts_total", "counter",
+     "etcd: acquisitions that timed out (the waiter revoked its lease)", ""},
+    {"lab_etcd_unavailable_total", "counter",
+     "etcd: requests refused because etcd could not be reached in time", ""},
+    {"lab_etcd_lease_expired_total", "counter",
+     "etcd: holders whose lease was out of date before the write", ""},
+    {"lab_etcd_short_lease_refused_total", "counter",
+     "etcd: requests refused for a lease below etcd's minimum", ""},
+    {"lab_etcd_release_failures_total", "counter",
+     "etcd: revokes that failed (the lease runs out by itself)", ""},
+    {"lab_etcd_renewals_total", "counter", "etcd: keep-alives that extended a lease", ""},
+    {"lab_etcd_leases_lost_total", "counter", "etcd: keep-alives that found the lease gone", ""},
+    {"lab_etcd_calls_total", "counter", "etcd: HTTP calls to the v3 gateway", ""},
+    {"lab_etcd_call_failures_total", "counter",
+     "etcd: HTTP calls to the v3 gateway that got no answer", ""},
+};
+static const struct guard_doc doc = {
+    .needs = "etcd (v3 JSON gateway)",
+    .use_when = "a coordination service with leases and a revision per key, the fencing "
+        "token built in",
+    .breaks = "only a stall between the lease check and the COMMIT (fencing closes it)",
+    .origin = "seed 004: coordination services \"such as ZooKeeper, etcd\"",
+    .steps = doc_steps,
+    .statements = "POST /v3/lease/grant {TTL}\nPOST /v3/lock/lock {name, lease}\n... "
+        "read-modify-write ...\nPOST /v3/lease/revoke {ID}",
+    .code = __FILE__,
+    .lock_home = "etcd",
+    .metrics = doc_metrics,
+    .nmetrics = sizeof(doc_metrics) / sizeof(doc_metrics[0]),
+};
+
 const struct guard guard_etcd = {
     .name = "etcd",
+    .doc = &doc,
     .how = "etcd lock service: a lease of lock_ttl_ms kept alive by the watchdog, waiters "
            "queued by create revision, lease checked before the write, revoke releases",
     .expect = "correct",

@@ -90,8 +90,26 @@ static int for_update_cart(const struct guard *self, const struct deduct_env *en
     return stock_cart_sell(self->name, env, c, CART_STYLE_ROW_LOCK, res);
 }
 
+/* The guard's description for GET /guards (guard.h: struct guard_doc). */
+static const char *const doc_steps[] = {
+    "Holds the row lock from the read to the commit.",
+    "Deadlocks and lock-wait timeouts are retried a bounded number of times.",
+    NULL,
+};
+static const struct guard_doc doc = {
+    .needs = "MySQL",
+    .use_when = "the read-modify-write must stay in application code",
+    .breaks = "nothing in correctness; one hot row serialises every instance",
+    .origin = "pessimistic locking in the database",
+    .steps = doc_steps,
+    .statements = "BEGIN; SELECT stock FROM inventory WHERE sku=? FOR UPDATE;\nUPDATE "
+        "inventory SET stock=? WHERE sku=?; INSERT INTO ledger ...; COMMIT",
+    .code = __FILE__,
+};
+
 const struct guard guard_for_update = {
     .name = "for-update",
+    .doc = &doc,
     .how = "SELECT ... FOR UPDATE inside a transaction (row lock until COMMIT)",
     .expect = "correct",
     .safe_across_instances = 1,

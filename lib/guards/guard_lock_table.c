@@ -186,8 +186,29 @@ static int lock_table_deduct(const struct guard *self, const struct deduct_env *
 
 static const struct guard_field lock_table_fields[] = {LOCK_FIELD_TTL, LOCK_FIELD_FENCING};
 
+/* The guard's description for GET /guards (guard.h: struct guard_doc). */
+static const char *const doc_steps[] = {
+    "Inserts a row into lock_table (unique lock_name); deletes it to release.",
+    "An expired row (lock_ttl_ms) is taken over; fencing uses the row's "
+    "AUTO_INCREMENT id.",
+    NULL,
+};
+static const struct guard_doc doc = {
+    .needs = "MySQL",
+    .use_when = "a cross-instance lock without another server",
+    .breaks = "a holder slower than lock_ttl_ms loses its row to the next buyer (without "
+        "fencing)",
+    .origin = "a database row as the lock",
+    .steps = doc_steps,
+    .statements = "INSERT INTO lock_table (lock_name, expires_at) ...\n... read-modify-write "
+        "...\nDELETE FROM lock_table WHERE ...",
+    .code = __FILE__,
+    .lock_home = "mysql",
+};
+
 const struct guard guard_lock_table = {
     .name = "lock-table",
+    .doc = &doc,
     .how = "MySQL lock row: INSERT into a unique-keyed lock table, DELETE to release, expiry column",
     .expect = "correct",
     .safe_across_instances = 1,

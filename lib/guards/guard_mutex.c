@@ -185,8 +185,27 @@ static int mutex_cart(const struct guard *self, const struct deduct_env *env,
 /* Its fence is a per-process counter (see API.md: fencing). */
 static const struct guard_field mutex_fields[] = {LOCK_FIELD_FENCING};
 
+/* The guard's description for GET /guards (guard.h: struct guard_doc). */
+static const char *const doc_steps[] = {
+    "`none` inside a pthread mutex striped per SKU.",
+    "A second instance has its own mutex: the race is back.",
+    NULL,
+};
+static const struct guard_doc doc = {
+    .needs = "MySQL",
+    .use_when = "one instance only (a pthread mutex orders the threads of one process)",
+    .breaks = "two or more instances",
+    .origin = "the seeds' point about `synchronized`",
+    .steps = doc_steps,
+    .statements = "lock(stripe(sku)); SELECT stock ...; UPDATE inventory SET stock=? ...; "
+        "unlock",
+    .code = __FILE__,
+    .lock_home = "process",
+};
+
 const struct guard guard_mutex = {
     .name = "mutex",
+    .doc = &doc,
     .how = "read-modify-write inside an in-process pthread mutex per SKU",
     .expect = "correct on 1 instance, oversells on 2+",
     .safe_across_instances = 0,

@@ -20,8 +20,27 @@ static int none_cart(const struct guard *self, const struct deduct_env *env,
     return stock_cart_sell(self->name, env, c, CART_STYLE_RMW, res);
 }
 
+/* The guard's description for GET /guards (guard.h: struct guard_doc). */
+static const char *const doc_steps[] = {
+    "Reads the stock row, computes stock - qty in C, writes it back.",
+    "Two requests that both read 800 both write 799: one sale is lost to the stock "
+    "row.",
+    NULL,
+};
+static const struct guard_doc doc = {
+    .needs = "MySQL",
+    .use_when = "never: the baseline that shows the race",
+    .breaks = "any concurrency, even on one instance",
+    .origin = "the seeds' \"item 799 sold twice\"",
+    .steps = doc_steps,
+    .statements = "SELECT stock FROM inventory WHERE sku=?\nUPDATE inventory SET stock=? WHERE "
+        "sku=?\nINSERT INTO ledger ...",
+    .code = __FILE__,
+};
+
 const struct guard guard_none = {
     .name = "none",
+    .doc = &doc,
     .how = "read stock, compute in C, write it back (read-modify-write)",
     .expect = "oversells / loses updates",
     .safe_across_instances = 0,

@@ -88,8 +88,27 @@ static int optimistic_cart(const struct guard *self, const struct deduct_env *en
     return stock_cart_sell(self->name, env, c, CART_STYLE_VERSION, res);
 }
 
+/* The guard's description for GET /guards (guard.h: struct guard_doc). */
+static const char *const doc_steps[] = {
+    "Reads stock and version, writes only if the version is unchanged.",
+    "A miss retries with jittered backoff, at most --max-retries, then 503 "
+    "retry_exhausted.",
+    NULL,
+};
+static const struct guard_doc doc = {
+    .needs = "MySQL",
+    .use_when = "low contention per SKU; retries are cheap",
+    .breaks = "nothing in correctness; collapses into retries on one hot row",
+    .origin = "compare-and-set on a version column",
+    .steps = doc_steps,
+    .statements = "SELECT stock, version FROM inventory WHERE sku=?\nUPDATE inventory SET "
+        "stock=?, version=version+1 WHERE sku=? AND version=?",
+    .code = __FILE__,
+};
+
 const struct guard guard_optimistic = {
     .name = "optimistic",
+    .doc = &doc,
     .how = "version column compare-and-set, bounded retries with jittered backoff",
     .expect = "correct, retries under contention",
     .safe_across_instances = 1,

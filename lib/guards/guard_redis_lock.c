@@ -161,8 +161,36 @@ static const struct guard_field redis_lock_fields[] = {
     LOCK_FIELD_FENCING, LOCK_FIELD_REPLICAS_ACK, LOCK_FIELD_FAIR,
 };
 
+/* The guard's description for GET /guards (guard.h: struct guard_doc). */
+static const char *const doc_steps[] = {
+    "Redisson-style reentrant lock per SKU: unique token, Lua release of our own "
+    "lock only, a watchdog that renews every ttl/3.",
+    "Waiting is bounded by lock_wait_ms (503 lock_timeout).",
+    "fencing=true: a counter INCR'd at each grant; MySQL refuses an older token (409 "
+    "fenced).",
+    "replicas_ack=N: WAIT N after the grant, so a failover cannot promote a replica "
+    "without the lock.",
+    NULL,
+};
+static const struct guard_doc doc = {
+    .needs = "Redis (+ Sentinel for failover)",
+    .use_when = "a lock is needed across instances and Redis is already there; add fencing "
+        "against pauses",
+    .breaks = "a holder paused past its lease (lost update) without fencing; a failover "
+        "before the lock reached the replica without replicas_ack",
+    .origin = "the seeds' mistakes: SETNX without TTL, DEL of another's lock (the ABC "
+        "problem)",
+    .steps = doc_steps,
+    .statements = "EVAL acquire (HSET lock:inventory:{sku} token 1, PEXPIRE ttl)\n... "
+        "read-modify-write in MySQL ...\nEVAL release (delete only our token; "
+        "PUBLISH)",
+    .code = __FILE__,
+    .lock_home = "redis",
+};
+
 const struct guard guard_redis_lock = {
     .name = "redis-lock",
+    .doc = &doc,
     .how = "Redis lock: SET NX PX with a token, Lua compare-and-delete release, watchdog renewal",
     .expect = "correct",
     .safe_across_instances = 1,

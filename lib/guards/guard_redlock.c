@@ -276,8 +276,44 @@ static void redlock_export_metrics(void)
 static const struct guard_field redlock_fields[] = {LOCK_FIELD_TTL, LOCK_FIELD_WATCHDOG,
                                                     LOCK_FIELD_FENCING};
 
+/* The guard's description for GET /guards (guard.h: struct guard_doc). */
+static const char *const doc_steps[] = {
+    "The lock is taken on K masters; it holds when a quorum accepted within the "
+    "lease's validity.",
+    "Right before the MySQL write the holder checks the validity: expired answers "
+    "503 lease_expired.",
+    "No fencing: the masters share no counter (Kleppmann's point).",
+    NULL,
+};
+static const struct guard_metric doc_metrics[] = {
+    {"lab_redlock_acquired_total", "counter", "redlock: locks acquired on a quorum", ""},
+    {"lab_redlock_quorum_failures_total", "counter", "redlock: rounds that missed the quorum", ""},
+    {"lab_redlock_timeouts_total", "counter", "redlock: acquisitions that timed out", ""},
+    {"lab_redlock_unavailable_total", "counter",
+     "redlock: acquisitions refused because too few masters answered", ""},
+    {"lab_redlock_lost_total", "counter", "redlock: holders that found their lock gone", ""},
+    {"lab_redlock_node_errors_total", "counter", "redlock: errors talking to one master", ""},
+    {"lab_redlock_renewals_total", "counter", "redlock: watchdog rounds extended on a quorum", ""},
+    {"lab_redlock_expired_total", "counter",
+     "redlock: holders that found their validity gone before the write", ""},
+};
+static const struct guard_doc doc = {
+    .needs = "3 independent Redis masters",
+    .use_when = "the lock must survive losing a minority of Redis servers",
+    .breaks = "a pause between the validity check and the write (no fence)",
+    .origin = "Redis' Redlock and Kleppmann's critique",
+    .steps = doc_steps,
+    .statements = "SET lock NX PX ttl on each master (50 ms timeouts); quorum K/2+1;\ncheck "
+        "validity; MySQL write; release everywhere",
+    .code = __FILE__,
+    .lock_home = "redis-quorum",
+    .metrics = doc_metrics,
+    .nmetrics = sizeof(doc_metrics) / sizeof(doc_metrics[0]),
+};
+
 const struct guard guard_redlock = {
     .name = "redlock",
+    .doc = &doc,
     .how = "Redlock: the lock on a quorum (N/2+1) of N independent Redis masters, watchdog renewal, validity checked before the write",
     .expect = "correct, survives loss of a minority",
     .safe_across_instances = 1,

@@ -464,8 +464,38 @@ static const struct guard_field segmented_fields[] = {LOCK_FIELD_TTL, LOCK_FIELD
                                                       LOCK_FIELD_ACQUIRE, LOCK_FIELD_RELEASE,
                                                       LOCK_FIELD_REPLICAS_ACK};
 
+/* The guard's description for GET /guards (guard.h: struct guard_doc). */
+static const char *const doc_steps[] = {
+    "Stock split over K Redis keys, one lock each.",
+    "A deduction starts at a random segment and walks on past busy or empty ones; "
+    "never spans segments.",
+    "replicas_ack=N: WAIT N after the segment write, before MySQL; fewer replicas "
+    "give the units back (503), so a failover cannot lose an answered sale.",
+    NULL,
+};
+static const struct guard_metric doc_metrics[] = {
+    {"lab_segment_fallthrough_total", "counter",
+     "segmented sales that moved on to another segment", "guard"},
+};
+static const struct guard_doc doc = {
+    .needs = "Redis",
+    .use_when = "a hot SKU whose stock can be split into K independent parts",
+    .breaks = "a failover to a lagging replica without replicas_ack (its segments hold "
+        "more than MySQL: drift > 0); a buyer may see 409 while another segment "
+        "holds fewer units than qty",
+    .origin = "segment locks (ConcurrentHashMap style) for a hot SKU",
+    .steps = doc_steps,
+    .statements = "lock seg:{sku}:i; GET; DECRBY [; WAIT N t]; unlock; UPDATE inventory ...; "
+        "INSERT INTO ledger ...",
+    .code = __FILE__,
+    .lock_home = "redis",
+    .metrics = doc_metrics,
+    .nmetrics = sizeof(doc_metrics) / sizeof(doc_metrics[0]),
+};
+
 const struct guard guard_segmented = {
     .name = "segmented",
+    .doc = &doc,
     .how = "stock split over K Redis segment keys, each with its own lock; walk until one has stock",
     .expect = "correct, higher throughput",
     .safe_across_instances = 1,

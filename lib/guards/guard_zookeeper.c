@@ -262,8 +262,51 @@ static void zk_export_metrics(void)
 /* Its token is the lock node's sequence number (fenced_req). */
 static const struct guard_field zk_fields[] = {LOCK_FIELD_FENCING};
 
+/* The guard's description for GET /guards (guard.h: struct guard_doc). */
+static const char *const doc_steps[] = {
+    "An ephemeral-sequential node per attempt; the lowest holds; each waiter watches "
+    "only its predecessor.",
+    "Right before the COMMIT the holder asks the server (sync + exists) whether its "
+    "node is still its session's, and commits only when that answer came within a "
+    "third of the session timeout (503 lease_expired otherwise).",
+    "fencing=true makes the write conditional on the node's sequence number.",
+    NULL,
+};
+static const struct guard_metric doc_metrics[] = {
+    {"lab_zk_lock_acquired_total", "counter", "zookeeper: locks acquired", ""},
+    {"lab_zk_lock_timeouts_total", "counter", "zookeeper: acquisitions that timed out", ""},
+    {"lab_zk_unavailable_total", "counter",
+     "zookeeper: acquisitions refused because the ensemble was away", ""},
+    {"lab_zk_lock_lost_total", "counter",
+     "zookeeper: holders whose session or node was gone before the write", ""},
+    {"lab_zk_create_recovered_total", "counter",
+     "zookeeper: lost create answers whose node was found by its attempt id", ""},
+    {"lab_zk_release_failures_total", "counter",
+     "zookeeper: deletes that failed (the session is given up)", ""},
+    {"lab_zk_sessions_total", "counter", "zookeeper: sessions established", ""},
+    {"lab_zk_sessions_lost_total", "counter", "zookeeper: sessions expired or given up", ""},
+    {"lab_zk_suspensions_total", "counter",
+     "zookeeper: connection losses while a session lived", ""},
+    {"lab_zk_connected", "gauge", "1 while the zookeeper guard's session is connected", ""},
+};
+static const struct guard_doc doc = {
+    .needs = "ZooKeeper",
+    .use_when = "FIFO fairness and a lock that goes with a crashed holder's session",
+    .breaks = "only a stall between the server's confirmation and the COMMIT (fencing "
+        "closes it)",
+    .origin = "the seeds' third lock family (Curator's InterProcessMutex)",
+    .steps = doc_steps,
+    .statements = "create -e -s /locks/inventory/{sku}/lock-<id>-\n... read-modify-write "
+        "...\nsync; exists node (owner = our session)\nCOMMIT; delete node",
+    .code = __FILE__,
+    .lock_home = "zookeeper",
+    .metrics = doc_metrics,
+    .nmetrics = sizeof(doc_metrics) / sizeof(doc_metrics[0]),
+};
+
 const struct guard guard_zookeeper = {
     .name = "zookeeper",
+    .doc = &doc,
     .how = "ZooKeeper lock (Curator InterProcessMutex): ephemeral-sequential node per attempt, "
            "lowest holds, waiters watch their predecessor, session checked before the write",
     .expect = "correct",

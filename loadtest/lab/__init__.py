@@ -6,7 +6,9 @@
   drivers     stack drivers: the embedded stack (deploy/local/stack) and
               services run elsewhere; fault verbs (pause/kill/stop/start)
   cell        one load cell: seed, loadgen, audit
+  guardinfo   the guards' descriptions and capabilities (GET /guards)
   faultplan   the fault choreographies' timings and expected verdicts
+              (a fault x capability table)
   faults      one fault cell: buyers + holder + fault verbs, outcomes
   verdicts    verdicts, repeats, the decision matrix
   runner      measuring: cells -> results.json

@@ -14,7 +14,8 @@ import time
 
 from .drivers import CellSkip
 from .faults_more import MoreFaults
-from .faultplan import LEASE_GUARDS, OPTION_PROBES, PLAN, REDIS_STOCK_GUARDS, expect
+from . import guardinfo
+from .faultplan import OPTION_PROBES, PLAN, expect
 from .cell import run_prefix, shquote
 from .checker import MAX_IDS, invariant_block, outcomes
 from .evidence import append_ops, check_file, history_path
@@ -76,7 +77,7 @@ class FaultRunner(MoreFaults):
         b = {"sku": c["sku"], "qty": 1, "guard": c["guard"]}
         b.update(c["fields"])
         b.update(extra)
-        if c["guard"] not in LEASE_GUARDS:
+        if not guardinfo.caps(c["guard"]).get("lease"):
             b.pop("lock_ttl_ms", None)   # a guard without a lease refuses it (400)
         return b
 
@@ -350,7 +351,7 @@ class FaultRunner(MoreFaults):
             st, audit = http_json("GET", f"{self.inv(2)}/inventory/{c['sku']}/audit")
             if st != 200:
                 raise RuntimeError(f"audit of {c['sku']} answered {st}: {audit}")
-            if c["guard"] not in REDIS_STOCK_GUARDS:
+            if not guardinfo.caps(c["guard"]).get("redis_stock"):
                 return audit
             if not audit.get("pending") and audit.get("drift") == 0:
                 return audit
@@ -435,7 +436,7 @@ class FaultRunner(MoreFaults):
             # clears the ledger of the sales before it
             held = held and inv["unacknowledged"] == 0
         drift = audit.get("drift")
-        if c["guard"] in REDIS_STOCK_GUARDS and drift != 0:
+        if guardinfo.caps(c["guard"]).get("redis_stock") and drift != 0:
             held = False     # Redis and MySQL apart once settled (or unreadable)
         c.update({
             "status": "ok",

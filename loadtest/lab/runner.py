@@ -15,7 +15,7 @@ from . import ROOT
 from .cell import run_cell
 from .drivers import CellSkip, LocalStack
 from .faults import FaultRunner
-from .guides import guide
+from . import guardinfo
 from .machine import git_rev, machine_info
 from .net import http_json
 from .faultplan import FAULTS
@@ -121,6 +121,8 @@ def measure(sc, stack, loadgen, out, repeat, log, fault_repeat=None, seed=1):
         st, gj = http_json("GET", stack.inventory[0] + "/guards")
         available = [g["name"] for g in gj.get("guards", [])] if st == 200 else []
         api = {g["name"]: g for g in gj.get("guards", [])} if st == 200 else {}
+        if api:
+            guardinfo.load(list(api.values()))   # the plan's capabilities: this build's
         cells = expand_cells(sc, available)
         print(f"compare: guards in this build: {' '.join(available)}; {len(cells)} cells"
               f"{f', {repeat} runs each' if repeat > 1 else ''}", flush=True)
@@ -235,19 +237,12 @@ def run_scenarios(scs, stack, loadgen, out, repeat, log, fault_repeat=None, seed
 
 
 def guard_info(cells, api):
-    """{guard: its guide (lab.guides) plus GET /guards' how and expect} for
-    every guard the cells name."""
-    out = {}
-    for c in cells:
-        g = c["guard"]
-        if g in out:
-            continue
-        out[g] = dict(guide(g))
-        a = api.get(g) or {}
-        out[g]["how_short"] = a.get("how", "")
-        out[g]["expect"] = a.get("expect", "")
-        out[g]["safe_across_instances"] = a.get("safe_across_instances")
-    return out
+    """{guard: its description as GET /guards served it (lab.guardinfo)}
+    for every guard the cells name, kept in results.json so a saved run
+    renders without a stack."""
+    if api:
+        guardinfo.load(list(api.values()))
+    return {c["guard"]: guardinfo.report_entry(c["guard"]) for c in cells}
 
 
 def merged_scenario(scs):

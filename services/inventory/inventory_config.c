@@ -25,6 +25,7 @@ const struct cfg_opt inv_options[] = {
     {"cluster-audit-wait", "LAB_CLUSTER_AUDIT_WAIT_MS", CFG_MS, "10s", 0, 120000, N(cluster_wait_ms), "how long the audit waits for the cluster's nodes to converge"},
     {"hold-sweep", "LAB_HOLD_SWEEP_MS", CFG_MS, "200ms", 0, 60000, N(hold_sweep_ms), "how often this instance gives back the units of holds past their deadline (0: never; any instance may sweep)"},
     {"admin-token", "LAB_ADMIN_TOKEN", CFG_STR, "", 0, 0, S(admin_token), "bearer token for reseed and release (empty: no check)"},
+    {"print-guards", "LAB_PRINT_GUARDS", CFG_BOOL, "0", 0, 1, N(print_guards), "print the GET /guards body and exit (no backend is opened)"},
 };
 const size_t inv_noptions = sizeof(inv_options) / sizeof(inv_options[0]);
 

@@ -547,13 +547,16 @@ static json_t *guards_json(const struct inv_conf *c)
     const struct guard *const *all = guard_all(&n);
     json_t *arr = json_array();
     for (size_t i = 0; i < n; i++)
-        json_array_append_new(arr, json_pack("{s:s,s:s,s:s,s:b,s:b,s:b}", "name",
-                                             all[i]->name, "how", all[i]->how, "expect",
-                                             all[i]->expect, "safe_across_instances",
-                                             all[i]->safe_across_instances, "carts",
-                                             all[i]->deduct_cart != NULL, "holds",
-                                             guard_holds(all[i])));
+        json_array_append_new(arr, guard_json(all[i]));
     return json_pack("{s:s,s:o}", "default", c->guard, "guards", arr);
+}
+
+char *inv_guards_text(const struct inv_conf *c)
+{
+    json_t *j = guards_json(c);
+    char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    json_decref(j);
+    return s;
 }
 
 /* Built once by inv_routes_init (the guard table never changes while the
@@ -598,10 +601,8 @@ void inv_routes_init(const struct inv_conf *c)
     snprintf(live_body, sizeof(live_body), "%s", s ? s : "{\"ok\":true}");
     live_len = strlen(live_body);
     free(s);
-    j = guards_json(c);
-    guards_body = j ? json_dumps(j, JSON_COMPACT) : NULL;   /* NULL: built per request */
+    guards_body = inv_guards_text(c);   /* NULL: built per request */
     guards_len = guards_body ? strlen(guards_body) : 0;
-    json_decref(j);
 }
 
 /* The body is built once (inv_routes_init): a probe costs no JSON work. */

@@ -16,6 +16,9 @@ void inv_handle(void *app, const struct http_req *req, struct http_resp *resp);
  * open and answering, Redis reachable through the shared pool. 0 when so. */
 int inv_warm(void *app);
 
+/* GET /guards' body, malloc'd (caller frees); NULL when out of memory. */
+char *inv_guards_text(const struct inv_conf *c);
+
 /* Prepare the constant answers (GET /livez) once, before serving. */
 void inv_routes_init(const struct inv_conf *c);
 

@@ -10,6 +10,7 @@
 #include "guards/guard.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 
 int main(int argc, char **argv)
 {
@@ -21,6 +22,14 @@ int main(int argc, char **argv)
     if (rc != CFG_OK) {
         fprintf(stderr, "inventory: %s\n", err);
         return 2;
+    }
+    if (conf.print_guards) {
+        char *body = inv_guards_text(&conf);
+        if (!body)
+            return 1;
+        puts(body);
+        free(body);
+        return 0;
     }
     if (db_global_init() != DB_OK) {
         fprintf(stderr, "inventory: mysql_library_init failed\n");

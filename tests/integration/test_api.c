@@ -207,6 +207,16 @@ static void test_guard_header_and_listing(void **state)
     assert_int_equal(it_http("GET", u, NULL, &r), 200);
     json_t *g = json_object_get(r.json, "guards");
     assert_true(json_array_size(g) >= 5);
+    /* every entry keeps its old fields and carries its description,
+     * capabilities and metric rows (lib/guards/core/guard_doc.c) */
+    static const char *const keys[] = {"name", "how", "expect", "safe_across_instances", "carts",
+                                       "needs", "use_when", "breaks", "origin", "steps",
+                                       "statements", "code", "fields", "capabilities", "metrics"};
+    for (size_t i = 0; i < json_array_size(g); i++)
+        for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++)
+            if (!json_object_get(json_array_get(g, i), keys[k]))
+                fail_msg("GET /guards: %s has no %s", json_string_value(json_object_get(
+                                                          json_array_get(g, i), "name")), keys[k]);
     it_resp_free(&r);
     url(u, sizeof(u), "/inventory/minusInventory?inventoryId=T-hdr");
     /* libcurl helper sends no X-Guard; the body-less GET uses the instance's. */

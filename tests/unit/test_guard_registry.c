@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/metrics.h"
 #include "guards/guard.h"
 #include "guards/core/redis_shared.h"
 
@@ -115,6 +116,79 @@ static void test_every_guard_described(void **state)
             fail_msg("guard %s: safe_across_instances is %d", g->name,
                      g->safe_across_instances);
     }
+}
+
+/* Every guard writes its description in its own file: each text set, its
+ * steps listed, its file named. */
+static void test_every_guard_documented(void **state)
+{
+    (void)state;
+    size_t n = 0;
+    const struct guard *const *all = guard_all(&n);
+    for (size_t i = 0; i < n; i++) {
+        const struct guard_doc *d = all[i]->doc;
+        if (!d)
+            fail_msg("guard %s has no doc", all[i]->name);
+        const char *texts[] = {d->needs, d->use_when, d->breaks, d->origin, d->statements,
+                               d->code};
+        for (size_t k = 0; k < sizeof texts / sizeof texts[0]; k++)
+            if (!texts[k] || !*texts[k])
+                fail_msg("guard %s: doc text %zu is empty", all[i]->name, k);
+        if (!d->steps || !d->steps[0])
+            fail_msg("guard %s: doc has no steps", all[i]->name);
+        if (!strstr(d->code, "lib/guards/"))
+            fail_msg("guard %s: code %s is not under lib/guards/", all[i]->name, d->code);
+        if ((all[i]->locked != NULL) != (d->lock_home != NULL) &&
+            strcmp(all[i]->name, "segmented") != 0)
+            fail_msg("guard %s: a lock_home iff it has `locked`", all[i]->name);
+    }
+}
+
+static int cap(json_t *g, const char *name)
+{
+    json_t *c = json_object_get(json_object_get(g, "capabilities"), name);
+    if (!json_is_boolean(c))
+        fail_msg("capability %s missing", name);
+    return json_is_true(c);
+}
+
+/* The capabilities follow from fields and hooks: the lease guards are
+ * the ones taking lock_ttl_ms, the Redis-stock ones have `side`, and so on;
+ * the metric rows come with them and are registered with lib/base/metrics. */
+static void test_capabilities_derived(void **state)
+{
+    (void)state;
+    static const struct { const char *name; int lease, redis_stock, write_behind, carts,
+                          check; } want[] = {
+        {"none", 0, 0, 0, 1, 0},          {"mutex", 0, 0, 0, 1, 0},
+        {"redis-lock", 1, 0, 0, 0, 0},    {"segmented", 1, 1, 0, 0, 0},
+        {"redis-decr", 0, 1, 0, 0, 0},    {"redlock", 1, 0, 0, 0, 1},
+        {"lock-table", 1, 0, 0, 0, 0},    {"redis-stream", 0, 1, 1, 0, 0},
+        {"zookeeper", 0, 0, 0, 0, 1},     {"etcd", 1, 0, 0, 0, 1},
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        json_t *g = guard_json(guard_find(want[i].name));
+        assert_non_null(g);
+        if (cap(g, "lease") != want[i].lease || cap(g, "redis_stock") != want[i].redis_stock ||
+            cap(g, "write_behind") != want[i].write_behind || cap(g, "carts") != want[i].carts ||
+            cap(g, "checks_lease_before_write") != want[i].check)
+            fail_msg("guard %s: capabilities %s", want[i].name,
+                     json_dumps(json_object_get(g, "capabilities"), JSON_COMPACT));
+        json_decref(g);
+    }
+    json_t *zk = guard_json(guard_find("zookeeper"));
+    json_t *m = json_object_get(zk, "metrics");
+    assert_true(json_array_size(m) > 0);
+    assert_string_equal(json_string_value(json_object_get(
+                            json_object_get(zk, "capabilities"), "lock_home")), "zookeeper");
+    json_decref(zk);
+    assert_int_equal(guard_register_metrics(), 0);
+    assert_int_equal(guard_register_metrics(), 0);
+    const struct metrics_family *f = metrics_family_of("lab_zk_connected");
+    assert_non_null(f);
+    assert_string_equal(f->type, "gauge");
+    assert_non_null(metrics_family_of("lab_stream_lag_seconds"));
+    assert_non_null(metrics_family_of("lab_lock_handoffs_total"));
 }
 
 static void test_safety_flags(void **state)
@@ -227,6 +301,8 @@ int main(void)
         cmocka_unit_test(test_names_list),
         cmocka_unit_test(test_every_guard_described),
         cmocka_unit_test(test_safety_flags),
+        cmocka_unit_test(test_every_guard_documented),
+        cmocka_unit_test(test_capabilities_derived),
         cmocka_unit_test(test_option_groups),
         cmocka_unit_test(test_hooks_paired),
     };

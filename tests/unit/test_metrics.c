@@ -197,35 +197,43 @@ static void test_table_full_drops(void **state)
 }
 
 #define NTHREADS 4
-/* The catalogue types and describes what the services export: a gauge set
- * with metrics_set is typed gauge, a count histogram has its own bounds. */
+/* The catalogue types and describes what the services export, and what a
+ * module above base registered (a guard's rows): a gauge set with
+ * metrics_set is typed gauge, a count histogram has its own bounds. */
 static void test_catalogue_types(void **state)
 {
     (void)state;
-    metrics_set("lab_zk_connected", "", 1);
+    assert_int_equal(metrics_register("t_link_up", "gauge", "1 while the link is up"), 0);
+    assert_int_equal(metrics_register("t_batch_size", "histogram", "sales per batch"), 0);
+    /* again: kept once; a catalogued name keeps the catalogue's row */
+    assert_int_equal(metrics_register("t_link_up", "counter", "other"), 0);
+    assert_int_equal(metrics_register("lab_retries_total", "gauge", "other"), 0);
+    assert_string_equal(metrics_family_of("t_link_up")->type, "gauge");
+    assert_string_equal(metrics_family_of("lab_retries_total")->type, "counter");
+    metrics_set("t_link_up", "", 1);
     metrics_add("lab_retries_total", "guard=\"optimistic\"", 2);
     static const double le[] = {1, 2, 4};
-    metrics_observe_le("lab_batch_size", "", 3, le, 3);
-    metrics_observe_le("lab_batch_size", "", 9, le, 3);
+    metrics_observe_le("t_batch_size", "", 3, le, 3);
+    metrics_observe_le("t_batch_size", "", 9, le, 3);
     char *text = metrics_render();
     assert_non_null(text);
     static const char *want[] = {
-        "# TYPE lab_zk_connected gauge\n",
-        "# HELP lab_zk_connected ",
+        "# TYPE t_link_up gauge\n",
+        "# HELP t_link_up 1 while the link is up\n",
         "# TYPE lab_retries_total counter\n",
         "# HELP lab_retries_total ",
-        "# TYPE lab_batch_size histogram\n",
-        "lab_batch_size_bucket{le=\"2\"} 0\n",
-        "lab_batch_size_bucket{le=\"4\"} 1\n",
-        "lab_batch_size_bucket{le=\"+Inf\"} 2\n",
-        "lab_batch_size_sum 12\n",
-        "lab_batch_size_count 2\n",
+        "# TYPE t_batch_size histogram\n",
+        "t_batch_size_bucket{le=\"2\"} 0\n",
+        "t_batch_size_bucket{le=\"4\"} 1\n",
+        "t_batch_size_bucket{le=\"+Inf\"} 2\n",
+        "t_batch_size_sum 12\n",
+        "t_batch_size_count 2\n",
         "# HELP lab_metrics_dropped_total ",
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
         if (!strstr(text, want[i]))
             fail_msg("missing '%s' in:\n%s", want[i], text);
-    assert_null(strstr(text, "lab_batch_size_bucket{le=\"8\"}"));
+    assert_null(strstr(text, "t_batch_size_bucket{le=\"8\"}"));
     free(text);
     assert_non_null(metrics_family_of("lab_http_requests_total"));
     assert_null(metrics_family_of("t_unknown_total"));

@@ -248,8 +248,38 @@ static int batched_cart(const struct guard *self, const struct deduct_env *env,
     return stock_cart_sell(self->name, env, c, CART_STYLE_CONDITIONAL, res);
 }
 
+/* The guard's description for GET /guards (guard.h: struct guard_doc). */
+static const char *const doc_steps[] = {
+    "Concurrent deductions of a SKU in one instance queue; the first leads.",
+    "The leader runs one transaction for the batch: row lock, one conditional UPDATE "
+    "of the sum, one multi-row ledger insert, one COMMIT.",
+    "Each member gets its own answer; a batch bigger than the stock is split, never "
+    "oversold.",
+    NULL,
+};
+static const struct guard_metric doc_metrics[] = {
+    {"lab_batch_size", "histogram", "deductions per batched-update batch", ""},
+    {"lab_batch_transactions_total", "counter",
+     "batched-update transactions (a batch runs again after a ledger duplicate)", ""},
+};
+static const struct guard_doc doc = {
+    .needs = "MySQL",
+    .use_when = "one very hot SKU and MySQL must stay the only system of record",
+    .breaks = "nothing in correctness; a failed batch fails all its members (503, nothing "
+        "written)",
+    .origin = "AliSQL's inventory hint",
+    .steps = doc_steps,
+    .statements = "BEGIN; SELECT stock ... FOR UPDATE;\nUPDATE inventory SET stock=stock-SUM "
+        "WHERE sku=? AND stock>=SUM;\nINSERT INTO ledger SELECT ... FROM "
+        "JSON_TABLE(?); COMMIT",
+    .code = __FILE__,
+    .metrics = doc_metrics,
+    .nmetrics = sizeof(doc_metrics) / sizeof(doc_metrics[0]),
+};
+
 const struct guard guard_batched_update = {
     .name = "batched-update",
+    .doc = &doc,
     .how = "group commit: concurrent deductions of a SKU in one instance share one "
            "transaction (one UPDATE ... WHERE stock>=sum, one multi-row ledger insert)",
     .expect = "correct, one commit per batch",

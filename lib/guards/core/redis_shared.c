@@ -233,3 +233,26 @@ void redis_shared_export_metrics(struct redis_shared *rs)
     mirror("lab_lock_unavailable_total", s.unavailable);
     mirror("lab_lock_handoffs_total", s.handoffs);
 }
+
+/* The shared Redis lock client's metric families (rlock's counters,
+ * mirrored by redis_shared_export_metrics), registered with the guards'. */
+const struct guard_metric redis_shared_metrics[] = {
+    {"lab_lock_acquired_total", "counter", "Redis lock client: locks acquired", ""},
+    {"lab_lock_handoffs_total", "counter",
+     "Redis lock client: releases handed to a waiter of the same process without a "
+     "Redis round trip", ""},
+    {"lab_lock_timeouts_redis_total", "counter",
+     "Redis lock client: acquisitions that timed out", ""},
+    {"lab_lock_waits_total", "counter", "Redis lock client: acquisitions that had to wait", ""},
+    {"lab_lock_wait_seconds_total", "counter",
+     "Redis lock client: seconds spent waiting for locks", ""},
+    {"lab_lock_notifications_total", "counter",
+     "Redis lock client: release notifications received", ""},
+    {"lab_lock_renewals_total", "counter", "Redis lock client: watchdog lease renewals", ""},
+    {"lab_lock_lost_total", "counter", "Redis lock client: holders that found their lock gone", ""},
+    {"lab_lock_foreign_release_total", "counter",
+     "Redis lock client: releases that found another holder's token", ""},
+    {"lab_lock_unavailable_total", "counter",
+     "Redis lock client: acquisitions refused because Redis was away", ""},
+};
+const size_t redis_shared_nmetrics = sizeof(redis_shared_metrics) / sizeof(redis_shared_metrics[0]);

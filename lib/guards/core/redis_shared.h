@@ -95,4 +95,9 @@ void redis_shared_lock_opts(const struct deduct_env *env, const struct deduct_re
 void redis_shared_lock_failure(int rc, const struct rlock *l, long wait_ms, const char *what,
                                struct deduct_res *res);
 
+/* The shared lock client's metric families (its rows), registered by the
+ * registry when a guard uses Redis. */
+extern const struct guard_metric redis_shared_metrics[];
+extern const size_t redis_shared_nmetrics;
+
 #endif

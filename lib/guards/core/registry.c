@@ -3,6 +3,7 @@
  * (init/fini, health, metrics). */
 #include "guards/guard.h"
 
+#include "base/metrics.h"
 #include "guards/core/redis_shared.h"
 
 #include <pthread.h>
@@ -54,6 +55,29 @@ const char *guard_names(void)
     return names_buf;
 }
 
+static int register_rows(const struct guard_metric *m, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (metrics_register(m[i].name, m[i].type, m[i].help) != 0)
+            return -1;
+    return 0;
+}
+
+static int any_uses_redis(void);
+
+/* Idempotent (metrics_register keeps a name once): init may run again. */
+int guard_register_metrics(void)
+{
+    if (any_uses_redis() && register_rows(redis_shared_metrics, redis_shared_nmetrics) != 0)
+        return -1;
+    for (size_t i = 0; i < NGUARDS; i++) {
+        const struct guard_doc *d = guards[i]->doc;
+        if (d && register_rows(d->metrics, d->nmetrics) != 0)
+            return -1;
+    }
+    return 0;
+}
+
 static int any_uses_redis(void)
 {
     for (size_t i = 0; i < NGUARDS; i++)
@@ -81,6 +105,10 @@ static size_t started;   /* guards whose init ran, in list order */
 
 int guard_init_all(const char *instance, const struct db_conf *db, char *err, size_t errlen)
 {
+    if (guard_register_metrics() != 0) {
+        snprintf(err, errlen, "metrics: too many families to register");
+        return -1;
+    }
     backends = (struct guard_backends){.instance = instance, .db = db};
     if (any_uses_redis()) {
         char why[160] = "";

@@ -548,8 +548,34 @@ static int redis_decr_settled(const struct guard *self, const char *sku, char *b
  * here: no lock is taken). */
 static const struct guard_field decr_fields[] = {LOCK_FIELD_REPLICAS_ACK};
 
+/* The guard's description for GET /guards (guard.h: struct guard_doc). */
+static const char *const doc_steps[] = {
+    "One Lua script checks and decrements stock:{sku}; the sale is then written to "
+    "MySQL.",
+    "If MySQL refuses, the units go back to Redis (503).",
+    "After Redis lost its data, sales answer 503 for --redis-reload-wait before "
+    "reloading from MySQL.",
+    NULL,
+};
+static const struct guard_metric doc_metrics[] = {
+    {"lab_decr_group_size", "histogram", "redis-decr sales per MySQL group commit", ""},
+};
+static const struct guard_doc doc = {
+    .needs = "Redis",
+    .use_when = "high throughput with Redis as the gate and MySQL following",
+    .breaks = "nothing found; Redis restarts cost a reload wait",
+    .origin = "decide in the kv store",
+    .steps = doc_steps,
+    .statements = "EVAL if stock>=qty then DECRBY ... end\nUPDATE inventory ...; INSERT INTO "
+        "ledger ...",
+    .code = __FILE__,
+    .metrics = doc_metrics,
+    .nmetrics = sizeof(doc_metrics) / sizeof(doc_metrics[0]),
+};
+
 const struct guard guard_redis_decr = {
     .name = "redis-decr",
+    .doc = &doc,
     .how = "one Lua script checks and decrements stock in Redis; MySQL updated after",
     .expect = "correct",
     .safe_across_instances = 1,

@@ -632,8 +632,12 @@ static void stream_export_metrics(void)
 /* replicas_ack (lock_fields.h's row; no lock is taken). */
 static const struct guard_field stream_fields[] = {LOCK_FIELD_REPLICAS_ACK};
 
+/* Its description (GET /guards): stream_doc.c, beside it (this file is long). */
+extern const struct guard_doc stream_doc;
+
 const struct guard guard_redis_stream = {
     .name = GUARD_NAME,
+    .doc = &stream_doc,
     .how = "one Lua script checks, decrements and appends the sale to a Redis stream; "
            "a flusher writes MySQL in batches",
     .expect = "correct (MySQL behind by the unflushed tail)",
