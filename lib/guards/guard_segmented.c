@@ -466,6 +466,8 @@ static const struct guard_field segmented_fields[] = {LOCK_FIELD_TTL, LOCK_FIELD
 
 const struct guard guard_segmented = {
     .name = "segmented",
+    /* its sale is decided outside one MySQL transaction: refuses limited SKUs */
+    .no_purchase_limits = 1,
     .how = "stock split over K Redis segment keys, each with its own lock; walk until one has stock",
     .expect = "correct, higher throughput",
     .safe_across_instances = 1,

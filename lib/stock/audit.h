@@ -50,6 +50,12 @@ struct audit {
      * Their order ids, comma-separated ("" none; read only while the audit
      * is inconsistent). */
     char landed_late[AUDIT_UNMOVED_MAX];
+    /* Purchase limits: the SKU's limit_per_user (0 none), and the users
+     * whose unreleased ledger rows hold more than it (over_limit of them,
+     * "user=bought,..." in over_limit_users; "" none). Set before
+     * audit_compute: any makes the audit inconsistent. */
+    long long limit, over_limit;
+    char over_limit_users[AUDIT_UNMOVED_MAX];
 };
 
 /* Derive oversold, lost_updates and consistent from initial, stock, sold

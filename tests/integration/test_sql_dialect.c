@@ -98,7 +98,7 @@ static void writes_stay_in_their_transaction(const char *dialect)
     lose_transaction(db);
     assert_int_equal(store_take_locked(db, sku, 1), 0);
     assert_int_equal(store_set_stock(db, sku, 5), 0);
-    assert_int_equal(store_ledger_insert(db, o1, sku, 1, 9, "test", "t"), DB_ERETRY);
+    assert_int_equal(store_ledger_insert(db, o1, sku, 1, 9, "test", "t", ""), DB_ERETRY);
     assert_int_equal(store_ledger_insert_rows(db, rows, "test"), DB_ERETRY);
     /* ...while a write without that condition runs alone and commits: the
      * refusals above are the condition's doing. */
@@ -111,7 +111,7 @@ static void writes_stay_in_their_transaction(const char *dialect)
     assert_int_equal(db_begin(db), DB_OK);
     assert_int_equal(store_read(db, sku, 1, &stock, &version), 1);
     assert_int_equal(store_take_locked(db, sku, 2), 1);
-    assert_int_equal(store_ledger_insert(db, o1, sku, 1, 9, "test", "t"), 1);
+    assert_int_equal(store_ledger_insert(db, o1, sku, 1, 9, "test", "t", ""), 1);
     assert_int_equal(store_ledger_insert_rows(db, rows, "test"), 1);
     assert_int_equal(db_commit(db), DB_OK);
     assert_int_equal(sql_value("SELECT stock FROM db_shopping.inventory WHERE sku='%s'", sku), 8);

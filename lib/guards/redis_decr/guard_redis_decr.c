@@ -550,6 +550,8 @@ static const struct guard_field decr_fields[] = {LOCK_FIELD_REPLICAS_ACK};
 
 const struct guard guard_redis_decr = {
     .name = "redis-decr",
+    /* its sale is decided outside one MySQL transaction: refuses limited SKUs */
+    .no_purchase_limits = 1,
     .how = "one Lua script checks and decrements stock in Redis; MySQL updated after",
     .expect = "correct",
     .safe_across_instances = 1,

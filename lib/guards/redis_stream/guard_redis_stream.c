@@ -634,6 +634,8 @@ static const struct guard_field stream_fields[] = {LOCK_FIELD_REPLICAS_ACK};
 
 const struct guard guard_redis_stream = {
     .name = GUARD_NAME,
+    /* its sale is decided outside one MySQL transaction: refuses limited SKUs */
+    .no_purchase_limits = 1,
     .how = "one Lua script checks, decrements and appends the sale to a Redis stream; "
            "a flusher writes MySQL in batches",
     .expect = "correct (MySQL behind by the unflushed tail)",

@@ -1,0 +1,83 @@
+/* Purchase limits at the guard layer's entry: the SKU's limit read once
+ * per sale, the sales no guard may make refused before the guard runs.
+ * The count itself moves inside the guard's transaction (stock/limits.h). */
+#include "guards/guard.h"
+
+#include "base/db.h"
+#include "stock/limits.h"
+#include "stock/store.h"
+#include "stock/txn.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+static char limit_names_buf[256];
+static pthread_once_t limit_names_once = PTHREAD_ONCE_INIT;
+
+static void build_limit_names(void)
+{
+    size_t n, off = 0;
+    const struct guard *const *all = guard_all(&n);
+    for (size_t i = 0; i < n && off < sizeof(limit_names_buf); i++)
+        if (!all[i]->no_purchase_limits)
+            off += (size_t)snprintf(limit_names_buf + off, sizeof(limit_names_buf) - off,
+                                    "%s%s", off ? ", " : "", all[i]->name);
+}
+
+const char *guard_limit_names(void)
+{
+    pthread_once(&limit_names_once, build_limit_names);
+    return limit_names_buf;
+}
+
+/* A limited SKU under a guard that does not enforce limits. */
+static int limit_unsupported(const struct guard *g, const struct deduct_req *r,
+                             struct deduct_res *res)
+{
+    res->outcome = DEDUCT_BAD_REQUEST;
+    snprintf(res->detail, sizeof(res->detail), "limit %lld per user; guard "
+             "%.24s does not enforce it: use %.70s", r->limit, g->name,
+             guard_limit_names());
+    return 0;
+}
+
+/* A limited SKU without a buyer: whose quota would it count against? */
+static int limit_no_user(const struct deduct_req *r, struct deduct_res *res)
+{
+    res->outcome = DEDUCT_BAD_REQUEST;
+    snprintf(res->detail, sizeof(res->detail),
+             "user_id required: the SKU has a limit of %lld per user", r->limit);
+    return 0;
+}
+
+int guard_limit_gate(const struct guard *g, const struct deduct_env *env,
+                     const struct deduct_req *req, struct deduct_req *r,
+                     struct deduct_res *res)
+{
+    *r = *req;
+    r->limit = 0;
+    /* A write-behind guard sells with MySQL down; it enforces no limits,
+     * and without MySQL it cannot learn them either (a known gap). */
+    if (!env->db || (g->no_mysql_deduct && env->db->err))
+        return 1;
+    int rc = store_limit_of(env->db, req->sku, &r->limit);
+    if (rc < 0) {
+        if (g->no_mysql_deduct)
+            return 1;
+        stock_db_failure(env->db, rc, res);
+        return 0;
+    }
+    if (rc == 0 || r->limit <= 0)
+        return 1;
+    if (g->no_purchase_limits)
+        return limit_unsupported(g, r, res);
+    if (!r->user_id[0])
+        return limit_no_user(r, res);
+    if (!r->limit_separate)
+        return 1;
+    rc = stock_limit_precheck(env, r, res);
+    if (rc < 0)
+        stock_db_failure(env->db, rc, res);
+    return rc > 0;
+}

@@ -1,0 +1,77 @@
+/* Purchase limits' statements (store.h): the SKU's limit, the per-user
+ * counts in user_purchases, and the audit's per-user overbuys from the
+ * ledger; all through prepared statements. */
+#include "store.h"
+
+#include "base/db.h"
+
+int store_limit_of(struct db_conn *db, const char *sku, long long *limit)
+{
+    long long n = db_run(db, "SELECT limit_per_user FROM inventory WHERE sku=?", "s", "l",
+                         sku, limit);
+    return n < 0 ? (int)n : n > 0;
+}
+
+int store_limit_set(struct db_conn *db, const char *sku, long long limit)
+{
+    long long rc = db_run(db, "UPDATE inventory SET limit_per_user=? WHERE sku=?", "ls", "",
+                          limit, sku);
+    if (rc >= 0)   /* a reseed starts every buyer's count again */
+        rc = db_run(db, "DELETE FROM user_purchases WHERE sku=?", "s", "", sku);
+    return rc < 0 ? (int)rc : 0;
+}
+
+long long store_limit_take(struct db_conn *db, const char *sku, const char *user_id,
+                           long long qty, long long limit)
+{
+    /* The row first (a no-op when there), then the conditional move: the
+     * UPDATE locks the user's row until COMMIT, so a second sale of the
+     * same user waits and re-checks against the committed count. */
+    long long n = db_run(db, "INSERT IGNORE INTO user_purchases (sku, user_id, bought) "
+                             "VALUES (?, ?, 0)", "ss", "", sku, user_id);
+    if (n < 0)
+        return n;
+    return db_run(db, "UPDATE user_purchases SET bought=bought+? WHERE sku=? AND user_id=? "
+                      "AND bought+? <= ?", "lssll", "", qty, sku, user_id, qty, limit);
+}
+
+long long store_limit_add(struct db_conn *db, const char *sku, const char *user_id,
+                          long long qty)
+{
+    return db_run(db, "INSERT INTO user_purchases (sku, user_id, bought) VALUES (?, ?, ?) "
+                      "ON DUPLICATE KEY UPDATE bought=bought+VALUES(bought)", "ssl", "",
+                  sku, user_id, qty);
+}
+
+long long store_limit_give(struct db_conn *db, const char *sku, const char *user_id,
+                           long long qty)
+{
+    return db_run(db, "UPDATE user_purchases SET bought=GREATEST(bought-?, 0) "
+                      "WHERE sku=? AND user_id=?", "lss", "", qty, sku, user_id);
+}
+
+int store_limit_bought(struct db_conn *db, const char *sku, const char *user_id,
+                       long long *bought)
+{
+    *bought = 0;
+    long long n = db_run(db, "SELECT bought FROM user_purchases WHERE sku=? AND user_id=?",
+                         "ss", "l", sku, user_id, bought);
+    return n < 0 ? (int)n : n > 0;
+}
+
+int store_over_limit(struct db_conn *db, const char *sku, long long *limit, long long *count,
+                     char *buf, size_t len)
+{
+    *limit = *count = 0;
+    buf[0] = '\0';
+    long long n = db_run(db, "SELECT limit_per_user FROM inventory WHERE sku=?", "s", "l",
+                         sku, limit);
+    if (n <= 0 || *limit <= 0)
+        return n < 0 ? (int)n : 0;
+    /* '=' and ',' are outside the identifier alphabet: safe separators */
+    n = db_run(db, "SELECT COUNT(*), COALESCE(GROUP_CONCAT(CONCAT(x.user_id, '=', x.b) "
+                   "ORDER BY x.user_id SEPARATOR ','), '') FROM (SELECT user_id, SUM(qty) AS b "
+                   "FROM ledger WHERE sku=? AND released=0 AND user_id<>'' GROUP BY user_id "
+                   "HAVING SUM(qty) > ?) x", "sl", "ls", sku, *limit, count, buf, len);
+    return n < 0 ? (int)n : (int)*count;
+}
