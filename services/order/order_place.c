@@ -250,7 +250,10 @@ void order_place(const struct order_conf *c, struct order_req *o, struct http_re
     }
     json_object_set_new(o->forward, "order_id", json_string(o->order_id));
     json_object_set_new(o->forward, "qty", json_integer(o->qty));
-    json_object_del(o->forward, "user_id");
+    /* The client's user_id (when it gave one) goes with the sale: a SKU
+     * with a purchase limit counts it against that buyer in the sale's own
+     * transaction. Without one the inventory sees none (not "anonymous":
+     * every anonymous order would share one quota). */
     char *body = json_dumps(o->forward, JSON_COMPACT);
     struct invc_answer *a = malloc(sizeof(*a));
     if (!body || !a) {
