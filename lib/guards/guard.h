@@ -352,6 +352,9 @@ int guard_seed_limit(const struct deduct_env *env, const char *sku, long long st
 int guard_limit_gate(const struct guard *g, const struct deduct_env *env,
                      const struct deduct_req *req, struct deduct_req *r,
                      struct deduct_res *res);
+/* res = the 400 of a sale under `guard`, which does not enforce limits,
+ * of a SKU with `limit` per user: it names the guards that do. */
+void guard_limit_refuse(const char *guard, long long limit, struct deduct_res *res);
 /* "none, mutex, ...": the guards that enforce purchase limits. */
 const char *guard_limit_names(void);
 

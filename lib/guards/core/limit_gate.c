@@ -31,14 +31,18 @@ const char *guard_limit_names(void)
     return limit_names_buf;
 }
 
+void guard_limit_refuse(const char *guard, long long limit, struct deduct_res *res)
+{
+    res->outcome = DEDUCT_BAD_REQUEST;
+    snprintf(res->detail, sizeof(res->detail), "%.20s does not enforce limits (%lld per "
+             "user here); these do: %.100s", guard, limit, guard_limit_names());
+}
+
 /* A limited SKU under a guard that does not enforce limits. */
 static int limit_unsupported(const struct guard *g, const struct deduct_req *r,
                              struct deduct_res *res)
 {
-    res->outcome = DEDUCT_BAD_REQUEST;
-    snprintf(res->detail, sizeof(res->detail), "limit %lld per user; guard "
-             "%.24s does not enforce it: use %.70s", r->limit, g->name,
-             guard_limit_names());
+    guard_limit_refuse(g->name, r->limit, res);
     return 0;
 }
 
