@@ -33,9 +33,14 @@ const char *guard_limit_names(void)
 
 void guard_limit_refuse(const char *guard, long long limit, struct deduct_res *res)
 {
+    char text[512];
     res->outcome = DEDUCT_BAD_REQUEST;
-    snprintf(res->detail, sizeof(res->detail), "%.20s does not enforce limits (%lld per "
-             "user here); these do: %.100s", guard, limit, guard_limit_names());
+    snprintf(text, sizeof(text), "%.20s does not enforce limits (%lld per user here); these "
+             "do: %s", guard, limit, guard_limit_names());
+    /* cut to the detail's room (the list is what may not fit) */
+    size_t n = strlen(text) < sizeof(res->detail) - 1 ? strlen(text) : sizeof(res->detail) - 1;
+    memcpy(res->detail, text, n);
+    res->detail[n] = '\0';
 }
 
 /* A limited SKU under a guard that does not enforce limits. */
