@@ -3,7 +3,6 @@
 
 #include "base/db.h"
 #include "store.h"
-#include "txn.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -28,11 +27,6 @@ long long stock_limit_charge(const struct deduct_env *env, const struct deduct_r
 void stock_limit_refused(const struct deduct_env *env, const struct deduct_req *req,
                          struct deduct_res *res)
 {
-    struct ledger_row row;
-    if (req->order_id[0] && store_ledger_get(env->db, req->order_id, 0, &row) == 1) {
-        stock_answer_repeat(env, &row, req, res);
-        return;
-    }
     long long bought = 0;
     int rc = store_limit_bought(env->db, req->sku, req->user_id, &bought);
     res->outcome = DEDUCT_LIMIT_EXCEEDED;

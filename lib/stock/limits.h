@@ -17,12 +17,13 @@
 long long stock_limit_charge(const struct deduct_env *env, const struct deduct_req *req,
                              struct deduct_res *res);
 /* res = limit_exceeded for req (its limit, what the user holds now, read
- * in autocommit after the rollback) -- or the first sale's answer when
- * req->order_id is already in the ledger (a repeat, not a new sale). */
+ * in autocommit after the rollback). Inside a sale's transaction a repeat
+ * of a recorded order never gets here (its ledger insert failed first). */
 void stock_limit_refused(const struct deduct_env *env, const struct deduct_req *req,
                          struct deduct_res *res);
 /* limit_check "separate": the check made apart from the sale (the race
- * window). 1 may go on, 0 refused (res filled), negative DB_E*. */
+ * window). 1 may go on, 0 refused (res: limit_exceeded; the caller
+ * answers a repeat of a recorded order instead), negative DB_E*. */
 int stock_limit_precheck(const struct deduct_env *env, const struct deduct_req *req,
                          struct deduct_res *res);
 /* A release of `qty` units the ledger row gave `user_id` ("" none): the

@@ -88,5 +88,8 @@ int guard_limit_gate(const struct guard *g, const struct deduct_env *env,
     rc = stock_limit_precheck(env, r, res);
     if (rc < 0)
         stock_db_failure(env->db, rc, res);
+    struct ledger_row row;   /* refused: a repeat of a recorded sale is answered as one */
+    if (rc == 0 && r->order_id[0] && store_ledger_get(env->db, r->order_id, 0, &row) == 1)
+        stock_answer_repeat(env, &row, r, res);
     return rc > 0;
 }

@@ -21,6 +21,7 @@
 #include "stock/txn.h"
 #include "guards/redis_stream/stream_batch.h"
 #include "guards/redis_stream/stream_flusher.h"
+#include "guards/redis_stream/stream_limit.h"
 #include "guards/redis_stream/stream_scripts.h"
 #include "guards/redis_stream/stream_side.h"
 
@@ -504,48 +505,10 @@ static int sell_grouped(const struct deduct_env *env, const struct deduct_req *r
     return g.lost;
 }
 
-/* Purchase limits: this guard sells without MySQL, so the entry point
- * cannot read a SKU's limit for it. Its seed (inside the reseed's MySQL
- * transaction) mirrors the limit into slimit:{sku}, and a sale of a SKU
- * with one is refused (this guard does not enforce limits; never sells
- * past one). 1 refused (res filled), 0 may sell. Redis unreachable: 0,
- * the sale's own script then fails as well. */
-static int stream_limited(const struct deduct_req *req, struct deduct_res *res)
-{
-    char err[64];
-    redisReply *r = rconn_cmd(redis->pool, err, sizeof(err), "GET slimit:{%s}", req->sku);
-    long long limit = r && r->type == REDIS_REPLY_STRING ? atoll(r->str) : 0;
-    freeReplyObject(r);
-    if (limit <= 0)
-        return 0;
-    guard_limit_refuse(GUARD_NAME, limit, res);
-    return 1;
-}
-
-/* The seed's mirror of the SKU's limit (see stream_limited). 0, or -1
- * with res->detail. */
-static int stream_seed_limit(const struct deduct_env *env, const char *sku,
-                             struct deduct_res *res)
-{
-    long long limit = 0;
-    if (env->db && store_limit_of(env->db, sku, &limit) < 0) {
-        snprintf(res->detail, sizeof(res->detail), "reading the purchase limit: %.100s",
-                 env->db->errstr);
-        return -1;
-    }
-    redisReply *r = limit > 0 ? rconn_cmd(redis->pool, res->detail, sizeof(res->detail),
-                                          "SET slimit:{%s} %lld", sku, limit)
-                              : rconn_cmd(redis->pool, res->detail, sizeof(res->detail),
-                                          "DEL slimit:{%s}", sku);
-    int ok = r && r->type != REDIS_REPLY_ERROR;
-    freeReplyObject(r);
-    return ok ? 0 : -1;
-}
-
 static int stream_deduct(const struct guard *self, const struct deduct_env *env,
                          const struct deduct_req *req, struct deduct_res *res)
 {
-    if (stream_limited(req, res))
+    if (slimit_refused(redis, req, res))
         return 0;
     if (!sell_grouped(env, req, res))
         return 0;
@@ -592,7 +555,7 @@ static int stream_seed(const struct guard *self, const struct deduct_env *env, c
                  : "unexpected reply from the seed script", busy);
         return -1;
     }
-    return stream_seed_limit(env, sku, res);
+    return slimit_seed(redis, env, sku, res);
 }
 
 /* MySQL has the units back already (the ledger row was flushed). */
