@@ -265,7 +265,7 @@ static void test_bad_input(void **state)
              sku);
     assert_int_equal(deduct(1, body, &r), 400);
     print_message("  %s\n", r.body);
-    assert_non_null(strstr(r.body, "does not enforce"));
+    assert_non_null(strstr(r.body, "enforces no limits"));
     assert_non_null(strstr(r.body, "conditional-update"));
     assert_non_null(strstr(r.body, "etcd"));
     it_resp_free(&r);

@@ -35,7 +35,7 @@ void guard_limit_refuse(const char *guard, long long limit, struct deduct_res *r
 {
     char text[512];
     res->outcome = DEDUCT_BAD_REQUEST;
-    snprintf(text, sizeof(text), "%.20s does not enforce limits (%lld per user here); these "
+    snprintf(text, sizeof(text), "%.20s enforces no limits (%lld/user); these "
              "do: %s", guard, limit, guard_limit_names());
     /* cut to the detail's room (the list is what may not fit) */
     size_t n = strlen(text) < sizeof(res->detail) - 1 ? strlen(text) : sizeof(res->detail) - 1;
@@ -66,8 +66,9 @@ int guard_limit_gate(const struct guard *g, const struct deduct_env *env,
 {
     *r = *req;
     r->limit = 0;
-    /* A write-behind guard sells with MySQL down; it enforces no limits,
-     * and without MySQL it cannot learn them either (a known gap). */
+    /* A write-behind guard sells without MySQL (env->db NULL): it learns
+     * a SKU's limit from its own mirror of it (redis-stream's
+     * stream_limit.c) and refuses the sale there. */
     if (!env->db || (g->no_mysql_deduct && env->db->err))
         return 1;
     int rc = store_limit_of(env->db, req->sku, &r->limit);
