@@ -235,7 +235,9 @@ struct guard {
     /* 1: the guard does not enforce purchase limits (its count would have
      * to move with its Redis stock or its group commit): a sale of a SKU
      * with limit_per_user under it is a 400 naming the guards that do
-     * (core/limit_gate.c), never a sale past the limit. */
+     * (core/limit_gate.c), never a sale past the limit. The entry point
+     * reads no limit for a guard with no_mysql_deduct: such a guard
+     * refuses a limited SKU itself (redis-stream: stream_limit.c). */
     int no_purchase_limits;
 };
 

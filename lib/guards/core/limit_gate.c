@@ -66,15 +66,13 @@ int guard_limit_gate(const struct guard *g, const struct deduct_env *env,
 {
     *r = *req;
     r->limit = 0;
-    /* A write-behind guard sells without MySQL (env->db NULL): it learns
-     * a SKU's limit from its own mirror of it (redis-stream's
-     * stream_limit.c) and refuses the sale there. */
-    if (!env->db || (g->no_mysql_deduct && env->db->err))
+    /* A write-behind guard sells without MySQL: it learns a SKU's limit
+     * from its own mirror of it (redis-stream's stream_limit.c) and
+     * refuses the sale there. */
+    if (!env->db || g->no_mysql_deduct)
         return 1;
     int rc = store_limit_of(env->db, req->sku, &r->limit);
     if (rc < 0) {
-        if (g->no_mysql_deduct)
-            return 1;
         stock_db_failure(env->db, rc, res);
         return 0;
     }
