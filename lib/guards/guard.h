@@ -354,6 +354,11 @@ int guard_seed_limit(const struct deduct_env *env, const char *sku, long long st
 int guard_limit_gate(const struct guard *g, const struct deduct_env *env,
                      const struct deduct_req *req, struct deduct_req *r,
                      struct deduct_res *res);
+/* Before g's cart: under a guard that does not enforce limits, a line of
+ * a SKU with a limit refuses the cart (res: the 400 of guard_limit_refuse).
+ * Returns 1 when g may sell c, 0 with res filled. */
+int guard_limit_cart_gate(const struct guard *g, const struct deduct_env *env,
+                          const struct cart *c, struct cart_res *res);
 /* res = the 400 of a sale under `guard`, which does not enforce limits,
  * of a SKU with `limit` per user: it names the guards that do. */
 void guard_limit_refuse(const char *guard, long long limit, struct deduct_res *res);

@@ -92,3 +92,26 @@ int guard_limit_gate(const struct guard *g, const struct deduct_env *env,
         stock_answer_repeat(env, &row, r, res);
     return rc > 0;
 }
+
+int guard_limit_cart_gate(const struct guard *g, const struct deduct_env *env,
+                          const struct cart *c, struct cart_res *res)
+{
+    /* The guards that enforce limits count each line in the cart's own
+     * transaction (stock/cart_txn.c); the others must not sell a limited
+     * line at all. */
+    if (!g->no_purchase_limits || !env->db)
+        return 1;
+    for (int i = 0; i < c->nlines; i++) {
+        long long limit = 0;
+        int rc = store_limit_of(env->db, c->line[i].sku, &limit);
+        if (rc < 0) {
+            stock_db_failure(env->db, rc, &res->base);
+            return 0;
+        }
+        if (rc == 1 && limit > 0) {
+            guard_limit_refuse(g->name, limit, &res->base);
+            return 0;
+        }
+    }
+    return 1;
+}
