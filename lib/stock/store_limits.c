@@ -24,15 +24,17 @@ int store_limit_set(struct db_conn *db, const char *sku, long long limit)
 long long store_limit_take(struct db_conn *db, const char *sku, const char *user_id,
                            long long qty, long long limit)
 {
-    /* The row first (a no-op when there), then the conditional move: the
-     * UPDATE locks the user's row until COMMIT, so a second sale of the
-     * same user waits and re-checks against the committed count. */
-    long long n = db_run(db, "INSERT IGNORE INTO user_purchases (sku, user_id, bought) "
-                             "VALUES (?, ?, 0)", "ss", "", sku, user_id);
-    if (n < 0)
-        return n;
-    return db_run(db, "UPDATE user_purchases SET bought=bought+? WHERE sku=? AND user_id=? "
-                      "AND bought+? <= ?", "lssll", "", qty, sku, user_id, qty, limit);
+    /* One round trip inside the sale's row lock: a new buyer's row is
+     * inserted only when qty fits the limit; an existing one moves only
+     * while bought + qty <= limit. Affected rows: 1 inserted, 2 moved, 0
+     * refused (the value left as it was; no CLIENT_FOUND_ROWS). The upsert
+     * takes the user's row lock at once (no shared lock to upgrade), held
+     * until COMMIT: a second sale of the same user waits and re-checks the
+     * committed count. */
+    return db_run(db, "INSERT INTO user_purchases (sku, user_id, bought) SELECT ?, ?, ? "
+                      "FROM DUAL WHERE ? <= ? ON DUPLICATE KEY UPDATE "
+                      "bought = IF(bought + ? <= ?, bought + ?, bought)",
+                  "ssllllll", "", sku, user_id, qty, qty, limit, qty, limit, qty);
 }
 
 long long store_limit_add(struct db_conn *db, const char *sku, const char *user_id,
