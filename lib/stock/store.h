@@ -244,7 +244,9 @@ int store_limit_of(struct db_conn *db, const char *sku, long long *limit);
  * transaction). 0 or a negative DB_E* code. */
 int store_limit_set(struct db_conn *db, const char *sku, long long limit);
 /* Inside the sale's transaction: the user's count += qty only while it
- * stays <= limit. 1 taken, 0 over the limit (nothing moved), or DB_E*. */
+ * stays <= limit. > 0 taken, 0 over the limit (nothing moved), DB_ERETRY
+ * when the transaction is gone (a Galera brute-force abort: nothing
+ * written), or another DB_E* code. */
 long long store_limit_take(struct db_conn *db, const char *sku, const char *user_id,
                            long long qty, long long limit);
 /* The user's count += qty, unchecked (limit_check "separate": the check

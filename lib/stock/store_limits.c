@@ -5,6 +5,8 @@
 
 #include "base/db.h"
 
+#include <stdio.h>
+
 int store_limit_of(struct db_conn *db, const char *sku, long long *limit)
 {
     long long n = db_run(db, "SELECT limit_per_user FROM inventory WHERE sku=?", "s", "l",
@@ -31,10 +33,37 @@ long long store_limit_take(struct db_conn *db, const char *sku, const char *user
      * takes the user's row lock at once (no shared lock to upgrade), held
      * until COMMIT: a second sale of the same user waits and re-checks the
      * committed count. */
-    return db_run(db, "INSERT INTO user_purchases (sku, user_id, bought) SELECT ?, ?, ? "
-                      "FROM DUAL WHERE ? <= ? ON DUPLICATE KEY UPDATE "
-                      "bought = IF(bought + ? <= ?, bought + ?, bought)",
-                  "ssllllll", "", sku, user_id, qty, qty, limit, qty, limit, qty);
+    /* Only inside our transaction, as the ledger's insert (store_ledger.c,
+     * ledger_refused): after a Galera brute-force abort the statement
+     * would otherwise count a sale that never commits. No row selected:
+     * neither branch runs. */
+    long long n;
+    if (db->dialect == DB_DIALECT_MYSQL)
+        n = db_run(db, "INSERT INTO user_purchases (sku, user_id, bought) SELECT ?, ?, ? "
+                       "FROM DUAL WHERE ? <= ? AND " DB_IN_OUR_TXN " ON DUPLICATE KEY UPDATE "
+                       "bought = IF(bought + ? <= ?, bought + ?, bought)",
+                   "sslllllll", "", sku, user_id, qty, qty, limit, db->txn_seq, qty, limit, qty);
+    else
+        n = db_run(db, "INSERT INTO user_purchases (sku, user_id, bought) SELECT ?, ?, ? "
+                       "FROM DUAL WHERE ? <= ? AND @@in_transaction = 1 ON DUPLICATE KEY "
+                       "UPDATE bought = IF(bought + ? <= ?, bought + ?, bought)",
+                   "ssllllll", "", sku, user_id, qty, qty, limit, qty, limit, qty);
+    if (n != 0)
+        return n;
+    /* Refused: over the limit, or our transaction is gone (then DB_ERETRY,
+     * as for any conflict; nothing was written). */
+    long long alive = 0;
+    long long m = db->dialect == DB_DIALECT_MYSQL
+                      ? db_run(db, "SELECT " DB_IN_OUR_TXN, "l", "l", db->txn_seq, &alive)
+                      : db_run(db, "SELECT @@in_transaction", "", "l", &alive);
+    if (m < 0)
+        return m;
+    if (alive)
+        return 0;
+    db->conflicts++;
+    snprintf(db->errstr, sizeof(db->errstr),
+             "the transaction was aborted before the purchase count (Galera brute-force abort)");
+    return db->err = DB_ERETRY;
 }
 
 long long store_limit_add(struct db_conn *db, const char *sku, const char *user_id,
