@@ -22,6 +22,7 @@ static const struct metrics_family catalog[] = {
     {"lab_cart_conflicts_total", "counter",
      "MySQL deadlocks (1213) and lock wait timeouts (1205) met by cart deductions, by guard and kind"},
     {"lab_lock_timeouts_total", "counter", "deductions whose guard gave up waiting for its lock"},
+    {"lab_limit_refusals_total", "counter", "sales refused as past the buyer's purchase limit (limit_exceeded)"},
     {"lab_fenced_total", "counter", "writes refused because a newer lock holder fenced them"},
     {"lab_test_pauses_total", "counter", "whole-process pauses injected by a --*-fault-pause-after-check option (tests only)"},
     {"lab_lock_wait_seconds", "histogram", "time spent acquiring a guard"},

@@ -260,6 +260,13 @@ struct guard {
      * held, 0 not now (a flush is committing: retry soon), -1 when the
      * backend cannot be reached. */
     int (*freeze)(const struct guard *self, int on);
+    /* 1: the guard does not enforce purchase limits (its count would have
+     * to move with its Redis stock or its group commit): a sale of a SKU
+     * with limit_per_user under it is a 400 naming the guards that do
+     * (core/limit_gate.c), never a sale past the limit. The entry point
+     * reads no limit for a guard with no_mysql_deduct: such a guard
+     * refuses a limited SKU itself (redis-stream: stream_limit.c). */
+    int no_purchase_limits;
 };
 
 /* This guard's options for req: what the body set, else its defaults
@@ -373,6 +380,30 @@ int guard_deduct(const struct guard *g, const struct deduct_env *env,
  * detail) when MySQL or a guard's backend failed. */
 int guard_seed(const struct deduct_env *env, const char *sku, long long stock,
                int segments, struct deduct_res *res);
+/* guard_seed that also sets the SKU's limit_per_user (0 = none) and
+ * clears its buyers' counts, in the reseed's transaction. */
+int guard_seed_limit(const struct deduct_env *env, const char *sku, long long stock,
+                     int segments, long long limit, struct deduct_res *res);
+
+/* ---- purchase limits (core/limit_gate.c) -------------------------------- */
+
+/* Before g's deduction: read the SKU's limit into *r (a copy of req) and
+ * refuse what cannot sell: a guard that does not enforce limits, no
+ * user_id, and with limit_check "separate" the check itself. Returns 1
+ * when g may deduct r, 0 with res filled. */
+int guard_limit_gate(const struct guard *g, const struct deduct_env *env,
+                     const struct deduct_req *req, struct deduct_req *r,
+                     struct deduct_res *res);
+/* Before g's cart: under a guard that does not enforce limits, a line of
+ * a SKU with a limit refuses the cart (res: the 400 of guard_limit_refuse).
+ * Returns 1 when g may sell c, 0 with res filled. */
+int guard_limit_cart_gate(const struct guard *g, const struct deduct_env *env,
+                          const struct cart *c, struct cart_res *res);
+/* res = the 400 of a sale under `guard`, which does not enforce limits,
+ * of a SKU with `limit` per user: it names the guards that do. */
+void guard_limit_refuse(const char *guard, long long limit, struct deduct_res *res);
+/* "none, mutex, ...": the guards that enforce purchase limits. */
+const char *guard_limit_names(void);
 
 /* Give a recorded sale back: MySQL first, then the side state of the guard
  * that sold it. When that guard is a lock guard (it has `locked`), the

@@ -5,6 +5,7 @@
 
 #include "base/db.h"
 #include "base/util.h"
+#include "stock/limits.h"
 #include "stock/txn.h"
 
 /* One attempt. Returns DB_ERETRY when a conflict rolled it back. */
@@ -35,8 +36,11 @@ static int attempt(const struct guard *self, const struct deduct_env *env,
     }
     /* stock: what our UPDATE left, from its own reply (no read after it). */
     if ((n = store_ledger_insert(env->db, req->order_id, req->sku, req->qty, stock,
-                                 self->name, env->instance)) < 0)
+                                 self->name, env->instance, req->user_id)) < 0 ||
+        (n = stock_limit_charge(env, req, res)) < 0)
         goto db_fail;
+    if (n == 0)   /* past the buyer's limit: rolled back, res filled */
+        return 0;
     if (stock_commit_sale(env, req, self->name, res) != STOCK_COMMITTED)
         return stock_conflicted(res) ? DB_ERETRY : 0;
     res->outcome = DEDUCT_SOLD;

@@ -6,6 +6,7 @@
 
 #include "base/db.h"
 #include "base/util.h"
+#include "stock/limits.h"
 #include "stock/txn.h"
 
 #include <stdio.h>
@@ -41,9 +42,12 @@ static int attempt(const struct guard *self, const struct deduct_env *env,
     if ((n = store_set_stock(env->db, req->sku, remaining)) == 0)
         n = DB_ERETRY;
     if (n < 0 ||
-        (n = store_ledger_insert(env->db, req->order_id, req->sku, req->qty,
-                                 remaining, self->name, env->instance)) < 0)
+        (n = store_ledger_insert(env->db, req->order_id, req->sku, req->qty, remaining,
+                                 self->name, env->instance, req->user_id)) < 0 ||
+        (n = stock_limit_charge(env, req, res)) < 0)
         goto db_fail;
+    if (n == 0)   /* past the buyer's limit: rolled back, res filled */
+        return 0;
     if (stock_commit_sale(env, req, self->name, res) != STOCK_COMMITTED)
         /* On a Galera cluster our row lock held on this node only: another
          * node's sale can win certification at our COMMIT. */

@@ -5,6 +5,7 @@
 
 #include "base/db.h"
 #include "base/util.h"
+#include "stock/limits.h"
 #include "stock/txn.h"
 
 #include <stdio.h>
@@ -39,9 +40,12 @@ static int optimistic_attempts(const struct guard *self, const struct deduct_env
             util_sleep_ms(util_backoff_ms(i, 20));
             continue;
         }
-        if ((n = store_ledger_insert(env->db, req->order_id, req->sku, req->qty,
-                                     remaining, self->name, env->instance)) < 0)
+        if ((n = store_ledger_insert(env->db, req->order_id, req->sku, req->qty, remaining,
+                                     self->name, env->instance, req->user_id)) < 0 ||
+            (n = stock_limit_charge(env, req, res)) < 0)
             goto db_fail;
+        if (n == 0)   /* past the buyer's limit: rolled back, res filled */
+            return 0;
         if (stock_commit_sale(env, req, self->name, res) != STOCK_COMMITTED) {
             if (!stock_conflicted(res))
                 return 0;

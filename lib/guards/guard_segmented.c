@@ -496,6 +496,8 @@ static const struct guard_doc doc = {
 const struct guard guard_segmented = {
     .name = "segmented",
     .doc = &doc,
+    /* its sale is decided outside one MySQL transaction: refuses limited SKUs */
+    .no_purchase_limits = 1,
     .how = "stock split over K Redis segment keys, each with its own lock; walk until one has stock",
     .expect = "correct, higher throughput",
     .safe_across_instances = 1,

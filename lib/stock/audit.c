@@ -8,7 +8,7 @@ void audit_compute(struct audit *a)
     a->oversold = a->sold > a->initial ? a->sold - a->initial : 0;
     a->lost_updates = a->sold + a->held - (a->initial - a->stock);
     a->consistent = a->oversold == 0 && a->lost_updates == 0 && a->stock >= 0 &&
-                    (!a->drift_known || a->drift == 0);
+                    (!a->drift_known || a->drift == 0) && a->over_limit == 0;
 }
 
 /* Append one clause to buf (len bytes, *used so far), "; " between
@@ -52,6 +52,11 @@ void audit_why(const struct audit *a, char *buf, size_t len)
     if (a->landed_late[0]) {
         snprintf(c, sizeof(c), "given back as never landed, yet in the ledger (their write "
                  "committed after the settlement): %s", a->landed_late);
+        add_clause(buf, len, &used, c);
+    }
+    if (a->over_limit > 0) {
+        snprintf(c, sizeof(c), "over_limit %lld: user(s) hold more than the limit of %lld "
+                 "per user (%s)", a->over_limit, a->limit, a->over_limit_users);
         add_clause(buf, len, &used, c);
     }
     if (a->stock < 0) {

@@ -56,6 +56,12 @@ struct audit {
      * deadline on their own units (the broken confirm), comma-separated. */
     long long held, expired_unswept;
     char late_confirms[AUDIT_UNMOVED_MAX];
+    /* Purchase limits: the SKU's limit_per_user (0 none), and the users
+     * whose unreleased ledger rows hold more than it (over_limit of them,
+     * "user=bought,..." in over_limit_users; "" none). Set before
+     * audit_compute: any makes the audit inconsistent. */
+    long long limit, over_limit;
+    char over_limit_users[AUDIT_UNMOVED_MAX];
 };
 
 /* Derive oversold, lost_updates and consistent from initial, stock, sold,

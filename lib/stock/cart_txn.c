@@ -3,6 +3,7 @@
  * one ledger row per line; all or nothing. */
 #include "cart.h"
 
+#include "limits.h"
 #include "txn.h"
 
 #include "base/db.h"
@@ -167,6 +168,23 @@ static long long cart_take_rows(const struct deduct_env *env, const struct cart 
     return 1;
 }
 
+
+/* A line past its SKU's purchase limit (or with no user_id for it): the
+ * answer of the whole cart, nothing sold (the caller rolls back). */
+static void cart_limit_refused(const struct cart *c, int i, long long limit, long long why,
+                               struct cart_res *res)
+{
+    res->base.outcome = why == STOCK_LIMIT_NO_USER ? DEDUCT_BAD_REQUEST : DEDUCT_LIMIT_EXCEEDED;
+    if (why == STOCK_LIMIT_NO_USER)
+        snprintf(res->base.detail, sizeof(res->base.detail),
+                 "user_id required: line %d's SKU %.40s has a limit of %lld per user", i,
+                 c->line[i].sku, limit);
+    else
+        snprintf(res->base.detail, sizeof(res->base.detail),
+                 "limit %lld per user on line %d's SKU %.40s: user %.30s cannot buy %ld more; "
+                 "nothing was sold", limit, i, c->line[i].sku, c->req.user_id, c->line[i].qty);
+}
+
 /* The writes of a cart whose rows are taken and checked: the stock (unless
  * the conditional UPDATEs wrote it), then one ledger row per line. */
 static long long cart_write(const char *guard_name, const struct deduct_env *env,
@@ -201,7 +219,16 @@ static long long cart_write(const char *guard_name, const struct deduct_env *env
     for (int i = 0; i < c->nlines && n > 0; i++)
         n = store_ledger_insert_line(env->db, c->req.order_id, i, c->line[i].sku,
                                      c->line[i].qty, res->remaining[i], guard_name,
-                                     env->instance);
+                                     env->instance, c->req.user_id);
+    /* The buyer's count per (sku, user) in the same transaction: the rows
+     * of the SKUs are held already, so carts of one user queue here. */
+    for (int i = 0; i < c->nlines && n > 0; i++) {
+        long long limit;
+        n = stock_limit_cart_line(env->db, c->line[i].sku, c->req.user_id, c->line[i].qty,
+                                  &limit);
+        if (n == STOCK_LIMIT_NO_USER || n == STOCK_LIMIT_OVER)
+            cart_limit_refused(c, i, limit, n, res);
+    }
     return n < 0 ? n : 1;
 }
 
@@ -245,6 +272,8 @@ static int cart_attempt(const char *guard_name, const struct deduct_env *env,
     }
     if (n == DB_ERETRY || n == CART_VERSION_MISS)
         return DB_ERETRY;
+    if (n == STOCK_LIMIT_NO_USER || n == STOCK_LIMIT_OVER)
+        return 0;                      /* res says which line and why */
     if (n == DB_EDUP) {                /* a repeat of the order landed first */
         int rc = cart_lookup(env, c, res);
         if (rc < 0)
@@ -296,9 +325,14 @@ int stock_cart_release(struct db_conn *db, const char *order_id, long long lines
     if ((n = db_begin(db)) < 0 || (n = store_ledger_get_line(db, order_id, 0, first)) < 0)
         goto fail;
     for (int i = 0; i < lines; i++) {
-        if ((n = store_release_line(db, order_id, i)) < 0)
+        struct ledger_row row;
+        if ((n = store_ledger_get_line(db, order_id, i, &row)) < 0 ||
+            (n = store_release_line(db, order_id, i)) < 0)
             goto fail;
         released += n;
+        /* the buyer's quota back with the line's units */
+        if (n > 0 && (n = stock_limit_give_back(db, row.sku, row.user_id, row.qty)) < 0)
+            goto fail;
     }
     if (released == 0) {
         db_rollback(db);

@@ -40,6 +40,12 @@ struct deduct_req {
     int fencing;               /* the write must be fenced: a token is due */
     unsigned long long fence;  /* the token the guard obtained with its lock;
                                 * 0 = none (no fenced write) */
+    /* Purchase limits (stock/limits.h): */
+    int limit_separate;        /* body "limit_check": "separate" (the
+                                * field's defect: the count checked apart
+                                * from the sale's transaction); 0 atomic */
+    long long limit;           /* the SKU's limit_per_user, read by the
+                                * entry point before the guard runs; 0 none */
 };
 
 /* 1 when the request's deadline has passed (never when it has none). */
@@ -66,6 +72,7 @@ static inline double deduct_time_left(const struct deduct_req *r)
     X(DEDUCT_ORDER_CONFLICT,  "order_id_conflict",   409, "order_id_conflict",   0) \
     X(DEDUCT_SKU_BUSY,        "sku_busy",            409, "sku_busy",            0) \
     X(DEDUCT_FENCED,          "fenced",              409, "fenced",              0) \
+    X(DEDUCT_LIMIT_EXCEEDED,  "limit_exceeded",      409, "limit_exceeded",      0) \
     X(DEDUCT_BAD_REQUEST,     "bad_request",         400, "bad_request",         0) \
     X(DEDUCT_UNKNOWN_SKU,     "unknown_sku",         404, "unknown_sku",         0) \
     X(DEDUCT_LOCK_TIMEOUT,    "lock_timeout",        503, "lock_timeout",        1) \

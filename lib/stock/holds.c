@@ -58,6 +58,11 @@ static int reserve_once(struct db_conn *db, const struct hold_reserve_req *r,
      * meet the sale's ledger row. */
     if (n >= 0 && (n = store_ledger_get(db, r->order_id, 0, &sale)) != 0)
         return undo(db, n < 0 ? n : HOLD_CONFLICT);
+    /* A hold carries no buyer, so a limited SKU's per-user count could not
+     * move with it: refused, never a way around the limit. */
+    long long limit = 0;
+    if (n >= 0 && (n = store_limit_of(db, r->sku, &limit)) > 0 && limit > 0)
+        return undo(db, HOLD_LIMITED);
     if (n < 0 || (n = store_take_if_enough_left(db, r->sku, r->qty, left)) < 0)
         return undo(db, n);
     if (n == 0) {              /* the hold row goes with the rollback */
@@ -95,7 +100,8 @@ static long long confirm_ledger(struct db_conn *db, const char *order_id,
     long long n = store_read(db, h->sku, 0, remaining, &version);
     if (n <= 0)
         return n < 0 ? n : DB_ERR;
-    return store_ledger_insert(db, order_id, h->sku, h->qty, *remaining, h->guard, instance);
+    return store_ledger_insert(db, order_id, h->sku, h->qty, *remaining, h->guard, instance,
+                               "");
 }
 
 /* A hold past its deadline or swept: expire it now when the sweeper has not
@@ -116,7 +122,7 @@ static int confirm_late(struct db_conn *db, const char *order_id, const char *in
         return commit_as(db, HOLD_EXPIRED);
     if ((n = store_hold_confirm_fresh(db, order_id)) < 0 ||
         (n = store_ledger_insert(db, order_id, h->sku, h->qty, *remaining, h->guard,
-                                 instance)) < 0)
+                                 instance, "")) < 0)
         return undo(db, n == DB_EDUP ? HOLD_CONFLICT : n);
     h->fresh = 1;
     return commit_as(db, HOLD_CONFIRMED_FRESH);

@@ -43,6 +43,8 @@ enum hold_result {
     HOLD_NOT_HELD,             /* released (or, for release, not held) */
     HOLD_UNKNOWN_ORDER,
     HOLD_GIVEN_BACK,           /* release: the units are back in stock */
+    HOLD_LIMITED,              /* the SKU has a purchase limit: a hold does
+                                * not carry a buyer, so it is not offered */
 };
 
 struct hold_reserve_req {

@@ -1,6 +1,8 @@
 /* Request validation with jansson: strict types, bounded values. */
 #include "request.h"
 
+#include "limits.h"
+
 #include <jansson.h>
 #include <stdio.h>
 #include <string.h>
@@ -99,7 +101,7 @@ static int get_str(json_t *o, const char *key, const char **out, char *err,
 }
 
 const char *const req_deduct_fields[] = {"sku",     "qty",     "order_id",    "user_id",
-                                         "guard",   "hold_ms", "lock_wait_ms"};
+                                         "guard",   "hold_ms", "lock_wait_ms", "limit_check"};
 const size_t req_deduct_nfields = sizeof(req_deduct_fields) / sizeof(req_deduct_fields[0]);
 
 int req_deduct_field(const char *name)
@@ -127,11 +129,11 @@ int req_deduct_from(json_t *o, const struct req_defaults *d, struct deduct_req *
 {
     req_default_deduct(d, out);
     guard[0] = '\0';
-    const char *sku = NULL, *order_id = NULL, *user_id = NULL, *g = NULL;
+    const char *sku = NULL, *order_id = NULL, *user_id = NULL, *g = NULL, *lc = NULL;
     long long qty = 1, hold = 0, wait = d->lock_wait_ms;
     if (get_str(o, "sku", &sku, err, errlen) || get_str(o, "order_id", &order_id, err, errlen) ||
         get_str(o, "user_id", &user_id, err, errlen) ||
-        get_str(o, "guard", &g, err, errlen) ||
+        get_str(o, "guard", &g, err, errlen) || get_str(o, "limit_check", &lc, err, errlen) ||
         get_int(o, "qty", 1, REQ_QTY_MAX, &qty, err, errlen) ||
         get_int(o, "hold_ms", 0, REQ_HOLD_MAX_MS, &hold, err, errlen) ||
         get_int(o, "lock_wait_ms", 0, REQ_LOCK_WAIT_MAX_MS, &wait, err, errlen))
@@ -145,6 +147,10 @@ int req_deduct_from(json_t *o, const struct req_defaults *d, struct deduct_req *
         (order_id && req_check_id("order_id", order_id, err, errlen)) ||
         (user_id && req_check_id("user_id", user_id, err, errlen)))
         return -1;
+    if (lc && stock_limit_check_choice(lc, &out->limit_separate) != 0) {
+        snprintf(err, errlen, "limit_check must be atomic | separate");
+        return -1;
+    }
     if (g && (strlen(g) == 0 || strlen(g) >= guardlen)) {
         snprintf(err, errlen, "guard must be a guard name (see GET /guards)");
         return -1;
@@ -192,14 +198,23 @@ int req_parse_deduct(const char *body, size_t len, const struct req_defaults *d,
 int req_parse_seed(const char *body, size_t len, long long *stock, int *segments,
                    char *err, size_t errlen)
 {
+    long long limit;
+    return req_parse_seed_limit(body, len, stock, segments, &limit, err, errlen);
+}
+
+int req_parse_seed_limit(const char *body, size_t len, long long *stock, int *segments,
+                         long long *limit, char *err, size_t errlen)
+{
     json_t *o = load_object(body, len, err, errlen);
     if (!o)
         return -1;
-    long long st = -1, seg = REQ_SEGMENTS_DEFAULT;
+    long long st = -1, seg = REQ_SEGMENTS_DEFAULT, lim = 0;
     int rc = -1;
     if (get_int(o, "stock", 0, REQ_STOCK_MAX, &st, err, errlen) ||
-        get_int(o, "segments", 1, REQ_SEGMENTS_MAX, &seg, err, errlen))
+        get_int(o, "segments", 1, REQ_SEGMENTS_MAX, &seg, err, errlen) ||
+        get_int(o, "limit_per_user", 0, REQ_LIMIT_MAX, &lim, err, errlen))
         goto out;
+    *limit = lim;
     if (st < 0) {
         snprintf(err, errlen, "stock is required");
         goto out;

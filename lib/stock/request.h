@@ -21,7 +21,7 @@ struct req_defaults {
 };
 
 /* The deduct body's fields every guard accepts: sku, qty, order_id,
- * user_id, guard, hold_ms, lock_wait_ms (in this order). Any other field
+ * user_id, guard, hold_ms, lock_wait_ms, limit_check (in this order). Any other field
  * belongs to a guard (guards/guard.h: guard_parse_opts). */
 extern const char *const req_deduct_fields[];
 extern const size_t req_deduct_nfields;
@@ -64,6 +64,12 @@ int req_deduct_from(json_t *o, const struct req_defaults *d, struct deduct_req *
  * (default 10). */
 int req_parse_seed(const char *body, size_t len, long long *stock, int *segments,
                    char *err, size_t errlen);
+/* req_parse_seed with the seed's purchase limit: "limit_per_user",
+ * 0..REQ_LIMIT_MAX units per user, absent = 0 (no limit: a reseed sets
+ * the limit every time, it does not keep the old one). */
+#define REQ_LIMIT_MAX 1000000LL
+int req_parse_seed_limit(const char *body, size_t len, long long *stock, int *segments,
+                         long long *limit, char *err, size_t errlen);
 
 /* Parse POST /inventory/release: order_id required. */
 int req_parse_release(const char *body, size_t len, char *order_id, size_t idlen,

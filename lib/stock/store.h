@@ -22,6 +22,7 @@ struct ledger_row {
     char guard[32];
     char instance[64];
     int released;
+    char user_id[STOCK_ID_MAX + 1];   /* the buyer ("" not given) */
 };
 
 int store_ledger_get(struct db_conn *db, const char *order_id, int for_update,
@@ -91,9 +92,11 @@ long long store_take_group_into_session(struct db_conn *db, const char *sku, lon
                                         long long seeds);
 /* stock += delta unconditionally (redis-decr follow-up, releases). */
 long long store_add_stock(struct db_conn *db, const char *sku, long long delta);
+/* One sale's ledger row, user_id its buyer ("" none), inside the caller's
+ * transaction only. */
 long long store_ledger_insert(struct db_conn *db, const char *order_id,
                               const char *sku, long long qty, long long remaining,
-                              const char *guard, const char *instance);
+                              const char *guard, const char *instance, const char *user_id);
 long long store_ledger_mark_released(struct db_conn *db, const char *order_id);
 /* Create or reset a SKU: stock = initial = `stock`, version and seeds bumped
  * (0 for a new SKU), every guard's fence back to 0, its ledger cleared (its lock-table row,
@@ -217,7 +220,8 @@ long long store_cluster_state(struct db_conn *db, char *state, size_t len);
  * line, or a negative DB_E* code. */
 long long store_ledger_insert_line(struct db_conn *db, const char *order_id, int line,
                                    const char *sku, long long qty, long long remaining,
-                                   const char *guard, const char *instance);
+                                   const char *guard, const char *instance,
+                                   const char *user_id);
 /* How many ledger rows (lines) order_id has: >= 0, or a negative DB_E* code. */
 long long store_ledger_count(struct db_conn *db, const char *order_id);
 /* Line `line` of order_id: 1 found, 0 not, or a negative DB_E* code. */
@@ -230,5 +234,36 @@ long long store_take_unchecked(struct db_conn *db, const char *sku, long long qt
  * released, once: 1 done, 0 no such unreleased line, or DB_E*. Inside the
  * caller's transaction (a cart's release gives every line back at once). */
 long long store_release_line(struct db_conn *db, const char *order_id, int line);
+
+/* ---- purchase limits (store_limits.c, sql/009_purchase_limits.sql) ------ */
+
+/* The SKU's limit_per_user (0 = none) into *limit: 1 found, 0 no SKU, or
+ * a negative DB_E* code. */
+int store_limit_of(struct db_conn *db, const char *sku, long long *limit);
+/* Set the SKU's limit and clear its buyers' counts (the reseed, inside its
+ * transaction). 0 or a negative DB_E* code. */
+int store_limit_set(struct db_conn *db, const char *sku, long long limit);
+/* Inside the sale's transaction: the user's count += qty only while it
+ * stays <= limit. > 0 taken, 0 over the limit (nothing moved), DB_ERETRY
+ * when the transaction is gone (a Galera brute-force abort: nothing
+ * written), or another DB_E* code. */
+long long store_limit_take(struct db_conn *db, const char *sku, const char *user_id,
+                           long long qty, long long limit);
+/* The user's count += qty, unchecked (limit_check "separate": the check
+ * was made apart, before). Affected rows, or DB_E*. */
+long long store_limit_add(struct db_conn *db, const char *sku, const char *user_id,
+                          long long qty);
+/* A release: the user's count -= qty (never below 0). Rows, or DB_E*. */
+long long store_limit_give(struct db_conn *db, const char *sku, const char *user_id,
+                           long long qty);
+/* The user's count (0 when no row) into *bought: 1 row, 0 none, DB_E*. */
+int store_limit_bought(struct db_conn *db, const char *sku, const char *user_id,
+                       long long *bought);
+/* The audit's overbuys, from the ledger (unreleased rows grouped by
+ * user_id): *limit the SKU's limit, *count the users past it, and buf
+ * (len bytes) "user=bought,user=bought" ("" none). Returns *count (0 when
+ * the SKU has no limit), or a negative DB_E* code. */
+int store_over_limit(struct db_conn *db, const char *sku, long long *limit, long long *count,
+                     char *buf, size_t len);
 
 #endif

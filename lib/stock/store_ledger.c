@@ -11,14 +11,16 @@ int store_ledger_get(struct db_conn *db, const char *order_id, int for_update,
                      struct ledger_row *r)
 {
     long long n = for_update
-        ? db_run(db, "SELECT sku, qty, remaining, guard, instance, released "
-                     "FROM ledger WHERE order_id=? FOR UPDATE", "s", "sllssi", order_id,
+        ? db_run(db, "SELECT sku, qty, remaining, guard, instance, released, user_id "
+                     "FROM ledger WHERE order_id=? FOR UPDATE", "s", "sllssis", order_id,
                  r->sku, sizeof(r->sku), &r->qty, &r->remaining, r->guard,
-                 sizeof(r->guard), r->instance, sizeof(r->instance), &r->released)
-        : db_run(db, "SELECT sku, qty, remaining, guard, instance, released "
-                     "FROM ledger WHERE order_id=?", "s", "sllssi", order_id,
+                 sizeof(r->guard), r->instance, sizeof(r->instance), &r->released,
+                 r->user_id, sizeof(r->user_id))
+        : db_run(db, "SELECT sku, qty, remaining, guard, instance, released, user_id "
+                     "FROM ledger WHERE order_id=?", "s", "sllssis", order_id,
                  r->sku, sizeof(r->sku), &r->qty, &r->remaining, r->guard,
-                 sizeof(r->guard), r->instance, sizeof(r->instance), &r->released);
+                 sizeof(r->guard), r->instance, sizeof(r->instance), &r->released,
+                 r->user_id, sizeof(r->user_id));
     return n < 0 ? (int)n : n > 0;
 }
 
@@ -43,17 +45,18 @@ static long long ledger_refused(struct db_conn *db, long long n)
 
 long long store_ledger_insert(struct db_conn *db, const char *order_id,
                               const char *sku, long long qty, long long remaining,
-                              const char *guard, const char *instance)
+                              const char *guard, const char *instance, const char *user_id)
 {
     if (db->dialect == DB_DIALECT_MYSQL)
         return ledger_refused(db, db_run(db, "INSERT INTO ledger (order_id, sku, qty, remaining, "
-                                             "guard, instance) SELECT ?, ?, ?, ?, ?, ? FROM DUAL "
-                                             "WHERE " DB_IN_OUR_TXN, "ssllssl", "", order_id,
-                                         sku, qty, remaining, guard, instance, db->txn_seq));
+                                             "guard, instance, user_id) SELECT ?, ?, ?, ?, ?, ?, ? "
+                                             "FROM DUAL WHERE " DB_IN_OUR_TXN, "ssllsssl", "",
+                                         order_id, sku, qty, remaining, guard, instance,
+                                         user_id, db->txn_seq));
     return ledger_refused(db, db_run(db, "INSERT INTO ledger (order_id, sku, qty, remaining, "
-                                         "guard, instance) SELECT ?, ?, ?, ?, ?, ? FROM DUAL "
-                                         "WHERE @@in_transaction = 1", "ssllss", "",
-                                     order_id, sku, qty, remaining, guard, instance));
+                                         "guard, instance, user_id) SELECT ?, ?, ?, ?, ?, ?, ? "
+                                         "FROM DUAL WHERE @@in_transaction = 1", "ssllsss", "",
+                                     order_id, sku, qty, remaining, guard, instance, user_id));
 }
 
 long long store_ledger_mark_released(struct db_conn *db, const char *order_id)
@@ -114,22 +117,23 @@ long long store_ledger_insert_ignore(struct db_conn *db, const char *order_id,
 
 long long store_ledger_insert_line(struct db_conn *db, const char *order_id, int line,
                                    const char *sku, long long qty, long long remaining,
-                                   const char *guard, const char *instance)
+                                   const char *guard, const char *instance,
+                                   const char *user_id)
 {
     /* Inside the cart's transaction only, as store_ledger_insert: a line
      * whose transaction a Galera brute-force abort took is refused
      * (DB_ERETRY), never written alone in autocommit. */
     if (db->dialect == DB_DIALECT_MYSQL)
         return ledger_refused(db, db_run(db, "INSERT INTO ledger (order_id, line, sku, qty, "
-                                             "remaining, guard, instance) SELECT ?, ?, ?, ?, ?, "
-                                             "?, ? FROM DUAL WHERE " DB_IN_OUR_TXN,
-                                         "sisllssl", "", order_id, line, sku, qty, remaining,
-                                         guard, instance, db->txn_seq));
+                                             "remaining, guard, instance, user_id) SELECT ?, ?, "
+                                             "?, ?, ?, ?, ?, ? FROM DUAL WHERE " DB_IN_OUR_TXN,
+                                         "sisllsssl", "", order_id, line, sku, qty, remaining,
+                                         guard, instance, user_id, db->txn_seq));
     return ledger_refused(db, db_run(db, "INSERT INTO ledger (order_id, line, sku, qty, "
-                                         "remaining, guard, instance) SELECT ?, ?, ?, ?, ?, ?, ? "
-                                         "FROM DUAL WHERE @@in_transaction = 1",
-                                     "sisllss", "", order_id, line, sku, qty, remaining, guard,
-                                     instance));
+                                         "remaining, guard, instance, user_id) SELECT ?, ?, ?, "
+                                         "?, ?, ?, ?, ? FROM DUAL WHERE @@in_transaction = 1",
+                                     "sisllsss", "", order_id, line, sku, qty, remaining, guard,
+                                     instance, user_id));
 }
 
 long long store_ledger_count(struct db_conn *db, const char *order_id)
@@ -143,11 +147,11 @@ long long store_ledger_count(struct db_conn *db, const char *order_id)
 int store_ledger_get_line(struct db_conn *db, const char *order_id, int line,
                           struct ledger_row *r)
 {
-    long long n = db_run(db, "SELECT sku, qty, remaining, guard, instance, released "
-                             "FROM ledger WHERE order_id=? AND line=?", "si", "sllssi",
+    long long n = db_run(db, "SELECT sku, qty, remaining, guard, instance, released, user_id "
+                             "FROM ledger WHERE order_id=? AND line=?", "si", "sllssis",
                          order_id, line, r->sku, sizeof(r->sku), &r->qty, &r->remaining,
                          r->guard, sizeof(r->guard), r->instance, sizeof(r->instance),
-                         &r->released);
+                         &r->released, r->user_id, sizeof(r->user_id));
     return n < 0 ? (int)n : n > 0;
 }
 

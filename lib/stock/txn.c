@@ -4,6 +4,7 @@
 #include "base/db.h"
 #include "base/metrics.h"
 #include "base/util.h"
+#include "limits.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -286,11 +287,14 @@ int stock_rmw_checked(const char *guard_name, const struct deduct_env *env,
         rmw_refused(guard_name, env, req, seeds, res);
         return 0;
     }
-    if ((n = store_ledger_insert(env->db, req->order_id, req->sku, req->qty,
-                                 remaining, guard_name, env->instance)) < 0) {
+    if ((n = store_ledger_insert(env->db, req->order_id, req->sku, req->qty, remaining,
+                                 guard_name, env->instance, req->user_id)) < 0 ||
+        (n = stock_limit_charge(env, req, res)) < 0) {
         txn_failed(env, req, n, res);
         return 0;
     }
+    if (n == 0)   /* past the buyer's limit: rolled back, res filled */
+        return 0;
     /* The guard's last word comes after the writes, right before the
      * COMMIT: whatever time the MySQL round trips took is inside what it
      * checks (a lease's validity, a ZooKeeper session confirmed by the
@@ -361,7 +365,7 @@ int stock_record_relative_seeded(const char *guard_name, const struct deduct_env
         return STOCK_DIVERGED;
     }
     if ((n = store_ledger_insert(env->db, req->order_id, req->sku, req->qty, stock,
-                                 guard_name, env->instance)) < 0)
+                                 guard_name, env->instance, req->user_id)) < 0)
         goto fail;
     int c = stock_commit_sale(env, req, guard_name, res);
     if (c != STOCK_COMMITTED)
@@ -384,7 +388,8 @@ int stock_release(struct db_conn *db, const char *order_id, struct ledger_row *r
         return n == 0 ? STOCK_UNKNOWN_ORDER : STOCK_ALREADY_RELEASED;
     }
     if ((n = store_add_stock(db, row->sku, row->qty)) < 0 ||
-        (n = store_ledger_mark_released(db, order_id)) < 0)
+        (n = store_ledger_mark_released(db, order_id)) < 0 ||
+        (n = stock_limit_give_back(db, row->sku, row->user_id, row->qty)) < 0)
         goto fail;
     if ((n = db_commit(db)) == DB_EUNAVAIL) {
         /* The reply was lost: the released flag is the commit marker. */

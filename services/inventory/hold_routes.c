@@ -131,6 +131,10 @@ static void answer_reserve(const struct reserve_body *b, const struct hold_answe
         http_error(resp, 404, "unknown_sku", "no SKU '%s' (seed it with PUT /inventory/%s)",
                    b->sku, b->sku);
         return;
+    case HOLD_LIMITED:
+        http_error(resp, 400, "bad_request", "%s has a purchase limit (limit_per_user): a "
+                   "hold carries no buyer, so it is not offered; nothing was held", b->sku);
+        return;
     default:
         http_error(resp, 409, "order_id_conflict", "order '%s' already has another hold or "
                    "a sale", b->order_id);

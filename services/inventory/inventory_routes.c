@@ -356,13 +356,14 @@ static void route_seed(void *app, struct route_call *call, const struct http_req
 {
     const struct inv_conf *c = app;
     const char *sku = call->param;
-    long long stock;
+    long long stock, limit;
     int segments;
     char err[256];
     /* A reseed wipes the SKU's ledger, the audit's evidence. */
     if (service_admin_check(c->admin_token, req, resp) != 0)
         return;
-    if (req_parse_seed(req->body, req->body_len, &stock, &segments, err, sizeof(err)) != 0) {
+    if (req_parse_seed_limit(req->body, req->body_len, &stock, &segments, &limit, err,
+                             sizeof(err)) != 0) {
         http_error(resp, 400, "bad_request", "%s", err);
         return;
     }
@@ -370,7 +371,7 @@ static void route_seed(void *app, struct route_call *call, const struct http_req
     if (env_ready(c, &env, resp) != 0)
         return;
     struct deduct_res r;
-    if (guard_seed(&env, sku, stock, segments, &r) != 0) {
+    if (guard_seed_limit(&env, sku, stock, segments, limit, &r) != 0) {
         answer_failure(&r, NULL, resp);
         return;
     }
@@ -379,9 +380,10 @@ static void route_seed(void *app, struct route_call *call, const struct http_req
     int now_segments = segments;
     if (store_info(env.db, sku, &now_stock, &version, &initial, &now_segments) < 0)
         version = -1;   /* committed; only the echo failed */
-    http_json(resp, 200, json_pack("{s:b,s:s,s:I,s:I,s:I,s:i}", "ok", 1, "sku", sku,
+    http_json(resp, 200, json_pack("{s:b,s:s,s:I,s:I,s:I,s:i,s:I}", "ok", 1, "sku", sku,
                                    "stock", (json_int_t)stock, "initial", (json_int_t)stock,
-                                   "version", (json_int_t)version, "segments", segments));
+                                   "version", (json_int_t)version, "segments", segments,
+                                   "limit_per_user", (json_int_t)limit));
 }
 
 static void route_state(void *app, struct route_call *call, const struct http_req *req,
@@ -404,9 +406,15 @@ static void route_state(void *app, struct route_call *call, const struct http_re
         http_error(resp, 404, "unknown_sku", "no SKU '%s'", sku);
         return;
     }
-    json_t *j = json_pack("{s:s,s:I,s:I,s:I,s:i,s:[]}", "sku", sku, "stock",
+    long long limit = 0;
+    if ((rc = store_limit_of(db, sku, &limit)) < 0) {
+        store_failure(resp, db, rc);
+        return;
+    }
+    json_t *j = json_pack("{s:s,s:I,s:I,s:I,s:i,s:[],s:I}", "sku", sku, "stock",
                           (json_int_t)stock, "version", (json_int_t)version, "initial",
-                          (json_int_t)initial, "segment_count", segments, "segments");
+                          (json_int_t)initial, "segment_count", segments, "segments",
+                          "limit_per_user", (json_int_t)limit);
     inv_hold_state(db, sku, stock, j);
     struct guard_facts facts;
     guard_describe(sku, &facts);
@@ -455,6 +463,28 @@ static json_t *order_ids(const char *csv)
          id = strtok_r(NULL, ",", &save))
         json_array_append_new(arr, json_string(id));
     return arr ? arr : json_null();
+}
+
+/* The audit's purchase-limit figures: limit_per_user, over_limit and
+ * over_limit_users [{user_id, bought, limit}] from "user=bought,...". */
+static void add_over_limit(const struct audit *a, json_t *j)
+{
+    char list[AUDIT_UNMOVED_MAX];
+    json_t *arr = json_array();
+    snprintf(list, sizeof(list), "%s", a->over_limit_users);
+    for (char *save = NULL, *u = strtok_r(list, ",", &save); arr && u;
+         u = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(u, '=');
+        if (!eq)
+            continue;
+        *eq = '\0';
+        json_array_append_new(arr, json_pack("{s:s,s:I,s:I}", "user_id", u, "bought",
+                                             (json_int_t)strtoll(eq + 1, NULL, 10), "limit",
+                                             (json_int_t)a->limit));
+    }
+    json_object_set_new(j, "limit_per_user", json_integer(a->limit));
+    json_object_set_new(j, "over_limit", json_integer(a->over_limit));
+    json_object_set_new(j, "over_limit_users", arr ? arr : json_null());
 }
 
 /* Why the audit says what it says: `why` (words, null when consistent),
@@ -534,6 +564,7 @@ static void route_audit(void *app, struct route_call *call, const struct http_re
         for (int i = 0; by && i < a.nsides; i++)
             json_object_set_new(by, a.side[i].guard, json_integer(a.side[i].drift));
         json_object_set_new(j, "drift_by_guard", by ? by : json_null());
+        add_over_limit(&a, j);
         if (c->mysql_nodes[0])
             add_cluster_view(&ca, ncluster, j);
         add_audit_why(&a, j);

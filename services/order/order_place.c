@@ -250,7 +250,10 @@ static char *forward_body(struct order_req *o)
     json_object_set_new(o->forward, "order_id", json_string(o->order_id));
     if (!o->lines[0])          /* a cart's units are in its lines */
         json_object_set_new(o->forward, "qty", json_integer(o->qty));
-    json_object_del(o->forward, "user_id");
+    /* The client's user_id (when it gave one) goes with the sale: a SKU
+     * with a purchase limit counts it against that buyer in the sale's own
+     * transaction. Without one the inventory sees none (not "anonymous":
+     * every anonymous order would share one quota). */
     return json_dumps(o->forward, JSON_COMPACT);
 }
 

@@ -337,6 +337,21 @@ static void test_bad_input(void **state)
 
 /* The broken confirm: confirm_check "none" pays a hold whose unit the
  * sweeper gave back and another buyer bought: that unit is sold twice. */
+/* A hold carries no buyer, so a SKU with a purchase limit is not reserved:
+ * otherwise a buyer past the limit could hold and confirm around it. */
+static void test_limited_sku_not_reserved(void **state)
+{
+    char url[256];
+    snprintf(url, sizeof(url), "%s/inventory/Hold-lim", it.inventory[0]);
+    assert_int_equal(it_status("PUT", url, "{\"stock\":5,\"limit_per_user\":1}"), 200);
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(reserve(i, i ? "redis-lock" : "conditional-update", "Hold-lim-1",
+                                 "Hold-lim", 1, 60000), 400);
+    assert_int_equal(it_sql_value("SELECT COUNT(*) FROM db_shopping.holds WHERE sku='Hold-lim'"),
+                     0);
+    assert_exact("Hold-lim", 5, 0, 0);
+}
+
 static void test_confirm_check_none_oversells(void **state)
 {
     assert_int_equal(it_seed("Hold-none", 1), 200);
@@ -543,6 +558,7 @@ int main(void)
         cmocka_unit_test(test_expiry_gives_back),
         cmocka_unit_test(test_late_confirm),
         cmocka_unit_test(test_bad_input),
+        cmocka_unit_test(test_limited_sku_not_reserved),
         cmocka_unit_test(test_confirm_check_none_oversells),
         cmocka_unit_test(test_confirm_races_sweeper),
         cmocka_unit_test(test_orders_awaiting_payment),

@@ -98,22 +98,33 @@ static void writes_stay_in_their_transaction(const char *dialect)
     lose_transaction(db);
     assert_int_equal(store_take_locked(db, sku, 1), 0);
     assert_int_equal(store_set_stock(db, sku, 5), 0);
-    assert_int_equal(store_ledger_insert(db, o1, sku, 1, 9, "test", "t"), DB_ERETRY);
+    assert_int_equal(store_ledger_insert(db, o1, sku, 1, 9, "test", "t", ""), DB_ERETRY);
     assert_int_equal(store_ledger_insert_rows(db, rows, "test"), DB_ERETRY);
+    assert_int_equal(store_limit_take(db, sku, "u1", 1, 5), DB_ERETRY);
     /* ...while a write without that condition runs alone and commits: the
      * refusals above are the condition's doing. */
     assert_int_equal(store_add_stock(db, sku, 0), 1);
     db_rollback(db);
     assert_int_equal(sql_value("SELECT stock FROM db_shopping.inventory WHERE sku='%s'", sku), 10);
     assert_int_equal(sql_value("SELECT COUNT(*) FROM db_shopping.ledger WHERE sku='%s'", sku), 0);
+    assert_int_equal(sql_value("SELECT COUNT(*) FROM db_shopping.user_purchases WHERE sku='%s'",
+                               sku), 0);
 
     /* Live: they write, and COMMIT keeps them. */
     assert_int_equal(db_begin(db), DB_OK);
     assert_int_equal(store_read(db, sku, 1, &stock, &version), 1);
     assert_int_equal(store_take_locked(db, sku, 2), 1);
-    assert_int_equal(store_ledger_insert(db, o1, sku, 1, 9, "test", "t"), 1);
+    assert_int_equal(store_ledger_insert(db, o1, sku, 1, 9, "test", "t", "u1"), 1);
     assert_int_equal(store_ledger_insert_rows(db, rows, "test"), 1);
+    assert_true(store_limit_take(db, sku, "u1", 1, 5) > 0);    /* a new buyer: inserted */
+    assert_true(store_limit_take(db, sku, "u1", 3, 5) > 0);    /* 1 + 3 <= 5: moved */
+    assert_int_equal(store_limit_take(db, sku, "u1", 2, 5), 0); /* 4 + 2 > 5: refused */
+    assert_int_equal(store_limit_take(db, sku, "u2", 6, 5), 0); /* past it at once */
     assert_int_equal(db_commit(db), DB_OK);
+    assert_int_equal(sql_value("SELECT bought FROM db_shopping.user_purchases WHERE sku='%s' "
+                               "AND user_id='u1'", sku), 4);
+    assert_int_equal(sql_value("SELECT COUNT(*) FROM db_shopping.user_purchases WHERE sku='%s'",
+                               sku), 1);
     assert_int_equal(sql_value("SELECT stock FROM db_shopping.inventory WHERE sku='%s'", sku), 8);
     assert_int_equal(sql_value("SELECT COUNT(*) FROM db_shopping.ledger WHERE sku='%s'", sku), 2);
 

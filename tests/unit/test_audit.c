@@ -50,6 +50,7 @@ static void test_audit_table(void **state)
         a.sold = c->sold;
         a.held = 0;                  /* an input: no holds */
         a.drift_known = 0;           /* an input: no Redis side read */
+        a.over_limit = 0;            /* an input: no user past a limit */
         audit_compute(&a);
         if (a.oversold != c->oversold || a.lost_updates != c->lost_updates ||
             a.consistent != c->consistent)
@@ -138,6 +139,26 @@ static void test_audit_why(void **state)
     assert_string_equal(tiny, "lost_up");
 }
 
+/* A user past the SKU's purchase limit is a violation of its own: the
+ * stock figures can be exact and the audit still inconsistent. */
+static void test_audit_over_limit(void **state)
+{
+    (void)state;
+    char why[512];
+    struct audit a = {.initial = 10, .stock = 6, .sold = 4, .limit = 2};
+    audit_compute(&a);
+    assert_true(a.consistent);
+    a.over_limit = 1;
+    snprintf(a.over_limit_users, sizeof(a.over_limit_users), "u1=4");
+    audit_compute(&a);
+    assert_false(a.consistent);
+    assert_int_equal(a.oversold, 0);
+    assert_int_equal(a.lost_updates, 0);
+    audit_why(&a, why, sizeof(why));
+    assert_string_equal(why, "over_limit 1: user(s) hold more than the limit of 2 per user "
+                             "(u1=4)");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -145,6 +166,7 @@ int main(void)
         cmocka_unit_test(test_audit_drift),
         cmocka_unit_test(test_audit_holds),
         cmocka_unit_test(test_audit_why),
+        cmocka_unit_test(test_audit_over_limit),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

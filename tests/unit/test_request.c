@@ -149,8 +149,8 @@ static void test_deduct_valid(void **state)
 static void test_deduct_common_fields(void **state)
 {
     (void)state;
-    static const char *const want[] = {"sku",   "qty",     "order_id",    "user_id",
-                                       "guard", "hold_ms", "lock_wait_ms"};
+    static const char *const want[] = {"sku",   "qty",     "order_id",     "user_id",
+                                       "guard", "hold_ms", "lock_wait_ms", "limit_check"};
     assert_int_equal(req_deduct_nfields, sizeof want / sizeof want[0]);
     for (size_t i = 0; i < req_deduct_nfields; i++) {
         assert_string_equal(req_deduct_fields[i], want[i]);
@@ -159,6 +159,28 @@ static void test_deduct_common_fields(void **state)
     assert_false(req_deduct_field("lock_ttl_ms"));
     assert_false(req_deduct_field("fencing"));
     assert_false(req_deduct_field(""));
+}
+
+/* limit_check: absent and "atomic" are the default, "separate" the
+ * field's defect (limits.h). */
+static void test_deduct_limit_check(void **state)
+{
+    (void)state;
+    static const struct { const char *body; int separate; } cases[] = {
+        {"{\"sku\":\"S\"}", 0},
+        {"{\"sku\":\"S\",\"limit_check\":\"atomic\"}", 0},
+        {"{\"sku\":\"S\",\"limit_check\":\"separate\"}", 1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct deduct_req r;
+        char guard[32], err[160] = "";
+        int nextra;
+        assert_int_equal(req_parse_deduct(cases[i].body, strlen(cases[i].body), &defaults, &r,
+                                          guard, sizeof guard, &nextra, err, sizeof err), 0);
+        assert_int_equal(r.limit_separate, cases[i].separate);
+        assert_int_equal(r.limit, 0);   /* the entry point reads it, never the body */
+        assert_int_equal(nextra, 0);
+    }
 }
 
 static void test_deduct_uses_len_not_nul(void **state)
@@ -210,6 +232,8 @@ static const struct { const char *label, *body, *mention; } deduct_bad_cases[] =
     {"array body",               "[{\"sku\":\"S\"}]",                  "object"},
     {"string body",              "\"S\"",                              "{"},
     {"number body",              "42",                                 "{"},
+    {"limit_check unknown",      "{\"sku\":\"S\",\"limit_check\":\"lax\"}", "limit_check"},
+    {"limit_check not a string", "{\"sku\":\"S\",\"limit_check\":1}",     "limit_check"},
     {"null body",                "null",                               "{"},
     {"empty object",             "{}",                                 "sku"},
     {"qty 0",                    "{\"sku\":\"S\",\"qty\":0}",          "qty"},
@@ -339,6 +363,29 @@ static void test_seed(void **state)
             fail_msg("%s: error \"%s\" does not mention %s", cases[i].label, err,
                      cases[i].mention);
     }
+    /* The purchase limit: 0..REQ_LIMIT_MAX, absent = 0 (no limit). */
+    static const struct { const char *body; int ok; long long limit; } limits[] = {
+        {"{\"stock\":5}", 1, 0},
+        {"{\"stock\":5,\"limit_per_user\":0}", 1, 0},
+        {"{\"stock\":5,\"limit_per_user\":2}", 1, 2},
+        {"{\"stock\":5,\"limit_per_user\":1000000}", 1, 1000000},
+        {"{\"stock\":5,\"limit_per_user\":1000001}", 0, 0},
+        {"{\"stock\":5,\"limit_per_user\":-1}", 0, 0},
+        {"{\"stock\":5,\"limit_per_user\":\"2\"}", 0, 0},
+        {"{\"stock\":5,\"limit_per_user\":1.5}", 0, 0},
+        {"{\"stock\":5,\"limit_per_user\":null}", 0, 0},
+    };
+    for (size_t i = 0; i < sizeof limits / sizeof limits[0]; i++) {
+        long long st, lim = -42;
+        int seg;
+        char e[160] = "";
+        int rc = req_parse_seed_limit(limits[i].body, strlen(limits[i].body), &st, &seg, &lim, e,
+                                      sizeof e);
+        if ((rc == 0) != limits[i].ok || (rc == 0 && lim != limits[i].limit))
+            fail_msg("%s: rc %d limit %lld (err: %s)", limits[i].body, rc, lim, e);
+        if (rc != 0 && !strstr(e, "limit_per_user"))
+            fail_msg("%s: error \"%s\" does not name limit_per_user", limits[i].body, e);
+    }
     /* NULL body is the empty body. */
     long long stock;
     int segments;
@@ -412,6 +459,7 @@ int main(void)
         cmocka_unit_test(test_check_sku_segment),
         cmocka_unit_test(test_deduct_valid),
         cmocka_unit_test(test_deduct_common_fields),
+        cmocka_unit_test(test_deduct_limit_check),
         cmocka_unit_test(test_deduct_uses_len_not_nul),
         cmocka_unit_test(test_deduct_defaults_follow_instance),
         cmocka_unit_test(test_deduct_invalid),

@@ -280,6 +280,8 @@ static const struct guard_doc doc = {
 const struct guard guard_batched_update = {
     .name = "batched-update",
     .doc = &doc,
+    /* its sale is decided outside one MySQL transaction: refuses limited SKUs */
+    .no_purchase_limits = 1,
     .how = "group commit: concurrent deductions of a SKU in one instance share one "
            "transaction (one UPDATE ... WHERE stock>=sum, one multi-row ledger insert)",
     .expect = "correct, one commit per batch",

@@ -208,6 +208,12 @@ int guard_audit(struct db_conn *db, const char *sku, struct audit *a)
         if (rc > 0)   /* the same snapshot: a hold's units are in one of them */
             rc = store_holds_audit(db, sku, &a->held, &a->expired_unswept, a->late_confirms,
                                    sizeof(a->late_confirms));
+        if (rc > 0) {   /* the same snapshot: per-user overbuys */
+            int m = store_over_limit(db, sku, &a->limit, &a->over_limit, a->over_limit_users,
+                                     sizeof(a->over_limit_users));
+            if (m < 0)
+                rc = m;
+        }
         for (int i = 0; rc > 0 && i < n; i++) {
             long long s = before[i].ok ? store_ledger_guard_sold(db, sku, before[i].g->name) : 0;
             if (s < 0)

@@ -95,7 +95,7 @@ int guard_deduct_cart(const struct guard *g, const struct deduct_env *env,
     int nt = 0;
     if (rc < 0)
         stock_db_failure(env->db, rc, &res->base);
-    else if (cart_enter(c, t, &nt, res) >= 0) {
+    else if (guard_limit_cart_gate(g, env, c, res) && cart_enter(c, t, &nt, res) >= 0) {
         g->deduct_cart(g, env, c, res);
         for (int k = nt; k-- > 0;)
             inflight_leave(t[k].sku);

@@ -56,8 +56,11 @@ int guard_deduct(const struct guard *g, const struct deduct_env *env,
         stock_db_failure(env->db, rc, res);
     else if (rc == 1)
         stock_answer_repeat(env, &row, req, res);
-    else
-        deduct_reserved(g, env, req, res);
+    else {
+        struct deduct_req limited;
+        if (guard_limit_gate(g, env, req, &limited, res))
+            deduct_reserved(g, env, &limited, res);
+    }
 
     char labels[96];
     snprintf(labels, sizeof(labels), "guard=\"%s\",outcome=\"%s\"", g->name,
@@ -78,6 +81,8 @@ int guard_deduct(const struct guard *g, const struct deduct_env *env,
     metrics_observe("lab_deduct_duration_seconds", labels, util_now() - started);
     if (res->outcome == DEDUCT_LOCK_TIMEOUT)
         metrics_add("lab_lock_timeouts_total", labels, 1);
+    if (res->outcome == DEDUCT_LIMIT_EXCEEDED)
+        metrics_add("lab_limit_refusals_total", labels, 1);
     return 0;
 }
 
@@ -139,7 +144,7 @@ static int seed_commit_lost(const struct deduct_env *env, const char *sku, long 
 }
 
 static int seed_reserved(const struct deduct_env *env, const char *sku, long long stock,
-                         int segments, struct deduct_res *res)
+                         int segments, long long limit, struct deduct_res *res)
 {
     long long old_stock = 0, old_version = 0, old_initial;
     int old_segments = 0;
@@ -148,6 +153,8 @@ static int seed_reserved(const struct deduct_env *env, const char *sku, long lon
     int rc = existed < 0 ? existed : db_begin(env->db);
     if (rc >= 0)
         rc = store_seed(env->db, sku, stock, segments);
+    if (rc >= 0)
+        rc = store_limit_set(env->db, sku, limit);
     if (rc < 0) {
         db_rollback(env->db);
         stock_db_failure(env->db, rc, res);
@@ -173,6 +180,12 @@ static int seed_reserved(const struct deduct_env *env, const char *sku, long lon
 int guard_seed(const struct deduct_env *env, const char *sku, long long stock,
                int segments, struct deduct_res *res)
 {
+    return guard_seed_limit(env, sku, stock, segments, 0, res);
+}
+
+int guard_seed_limit(const struct deduct_env *env, const char *sku, long long stock,
+                     int segments, long long limit, struct deduct_res *res)
+{
     memset(res, 0, sizeof(*res));
     int deducting = 0;
     int rc = inflight_reseed_begin(sku, &deducting);
@@ -185,7 +198,7 @@ int guard_seed(const struct deduct_env *env, const char *sku, long long stock,
                                                                          : INFLIGHT_SLOTS);
         return -1;
     }
-    rc = seed_reserved(env, sku, stock, segments, res);
+    rc = seed_reserved(env, sku, stock, segments, limit, res);
     inflight_reseed_done(sku);
     return rc;
 }

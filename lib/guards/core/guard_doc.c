@@ -48,6 +48,7 @@ static json_t *capabilities(const struct guard *g)
     json_object_set_new(c, "write_behind", json_boolean(g->no_mysql_deduct));
     json_object_set_new(c, "carts", json_boolean(g->deduct_cart != NULL));
     json_object_set_new(c, "holds", json_boolean(guard_holds(g)));
+    json_object_set_new(c, "limits", json_boolean(!g->no_purchase_limits));
     json_object_set_new(c, "safe_across_instances", json_boolean(g->safe_across_instances));
     json_object_set_new(c, "uses_redis", json_boolean(g->uses_redis));
     json_object_set_new(c, "settles_intents", json_boolean(g->settle != NULL));
@@ -96,6 +97,7 @@ json_t *guard_json(const struct guard *g)
     if (!j)
         return NULL;
     json_object_set_new(j, "holds", json_boolean(guard_holds(g)));
+    json_object_set_new(j, "limits", json_boolean(!g->no_purchase_limits));
     json_object_set_new(j, "needs", json_string(text(d ? d->needs : NULL)));
     json_object_set_new(j, "use_when", json_string(text(d ? d->use_when : NULL)));
     json_object_set_new(j, "breaks", json_string(text(d ? d->breaks : NULL)));

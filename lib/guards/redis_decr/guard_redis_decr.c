@@ -576,6 +576,8 @@ static const struct guard_doc doc = {
 const struct guard guard_redis_decr = {
     .name = "redis-decr",
     .doc = &doc,
+    /* its sale is decided outside one MySQL transaction: refuses limited SKUs */
+    .no_purchase_limits = 1,
     .how = "one Lua script checks and decrements stock in Redis; MySQL updated after",
     .expect = "correct",
     .safe_across_instances = 1,

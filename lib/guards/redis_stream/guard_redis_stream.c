@@ -21,6 +21,7 @@
 #include "stock/txn.h"
 #include "guards/redis_stream/stream_batch.h"
 #include "guards/redis_stream/stream_flusher.h"
+#include "guards/redis_stream/stream_limit.h"
 #include "guards/redis_stream/stream_scripts.h"
 #include "guards/redis_stream/stream_side.h"
 
@@ -507,6 +508,8 @@ static int sell_grouped(const struct deduct_env *env, const struct deduct_req *r
 static int stream_deduct(const struct guard *self, const struct deduct_env *env,
                          const struct deduct_req *req, struct deduct_res *res)
 {
+    if (slimit_refused(redis, req, res))
+        return 0;
     if (!sell_grouped(env, req, res))
         return 0;
     /* Redis lost the stock: the reconciliation reads MySQL, with this
@@ -552,7 +555,7 @@ static int stream_seed(const struct guard *self, const struct deduct_env *env, c
                  : "unexpected reply from the seed script", busy);
         return -1;
     }
-    return 0;
+    return slimit_seed(redis, env, sku, res);
 }
 
 /* MySQL has the units back already (the ledger row was flushed). */
@@ -638,6 +641,8 @@ extern const struct guard_doc stream_doc;
 const struct guard guard_redis_stream = {
     .name = GUARD_NAME,
     .doc = &stream_doc,
+    /* its sale is decided outside one MySQL transaction: refuses limited SKUs */
+    .no_purchase_limits = 1,
     .how = "one Lua script checks, decrements and appends the sale to a Redis stream; "
            "a flusher writes MySQL in batches",
     .expect = "correct (MySQL behind by the unflushed tail)",

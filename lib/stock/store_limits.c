@@ -1,0 +1,108 @@
+/* Purchase limits' statements (store.h): the SKU's limit, the per-user
+ * counts in user_purchases, and the audit's per-user overbuys from the
+ * ledger; all through prepared statements. */
+#include "store.h"
+
+#include "base/db.h"
+
+#include <stdio.h>
+
+int store_limit_of(struct db_conn *db, const char *sku, long long *limit)
+{
+    long long n = db_run(db, "SELECT limit_per_user FROM inventory WHERE sku=?", "s", "l",
+                         sku, limit);
+    return n < 0 ? (int)n : n > 0;
+}
+
+int store_limit_set(struct db_conn *db, const char *sku, long long limit)
+{
+    long long rc = db_run(db, "UPDATE inventory SET limit_per_user=? WHERE sku=?", "ls", "",
+                          limit, sku);
+    if (rc >= 0)   /* a reseed starts every buyer's count again */
+        rc = db_run(db, "DELETE FROM user_purchases WHERE sku=?", "s", "", sku);
+    return rc < 0 ? (int)rc : 0;
+}
+
+long long store_limit_take(struct db_conn *db, const char *sku, const char *user_id,
+                           long long qty, long long limit)
+{
+    /* One round trip inside the sale's row lock: a new buyer's row is
+     * inserted only when qty fits the limit; an existing one moves only
+     * while bought + qty <= limit. Affected rows: 1 inserted, 2 moved, 0
+     * refused (the value left as it was; no CLIENT_FOUND_ROWS). The upsert
+     * takes the user's row lock at once (no shared lock to upgrade), held
+     * until COMMIT: a second sale of the same user waits and re-checks the
+     * committed count. */
+    /* Only inside our transaction, as the ledger's insert (store_ledger.c,
+     * ledger_refused): after a Galera brute-force abort the statement
+     * would otherwise count a sale that never commits. No row selected:
+     * neither branch runs. */
+    long long n;
+    if (db->dialect == DB_DIALECT_MYSQL)
+        n = db_run(db, "INSERT INTO user_purchases (sku, user_id, bought) SELECT ?, ?, ? "
+                       "FROM DUAL WHERE ? <= ? AND " DB_IN_OUR_TXN " ON DUPLICATE KEY UPDATE "
+                       "bought = IF(bought + ? <= ?, bought + ?, bought)",
+                   "sslllllll", "", sku, user_id, qty, qty, limit, db->txn_seq, qty, limit, qty);
+    else
+        n = db_run(db, "INSERT INTO user_purchases (sku, user_id, bought) SELECT ?, ?, ? "
+                       "FROM DUAL WHERE ? <= ? AND @@in_transaction = 1 ON DUPLICATE KEY "
+                       "UPDATE bought = IF(bought + ? <= ?, bought + ?, bought)",
+                   "ssllllll", "", sku, user_id, qty, qty, limit, qty, limit, qty);
+    if (n != 0)
+        return n;
+    /* Refused: over the limit, or our transaction is gone (then DB_ERETRY,
+     * as for any conflict; nothing was written). */
+    long long alive = 0;
+    long long m = db->dialect == DB_DIALECT_MYSQL
+                      ? db_run(db, "SELECT " DB_IN_OUR_TXN, "l", "l", db->txn_seq, &alive)
+                      : db_run(db, "SELECT @@in_transaction", "", "l", &alive);
+    if (m < 0)
+        return m;
+    if (alive)
+        return 0;
+    db->conflicts++;
+    snprintf(db->errstr, sizeof(db->errstr),
+             "the transaction was aborted before the purchase count (Galera brute-force abort)");
+    return db->err = DB_ERETRY;
+}
+
+long long store_limit_add(struct db_conn *db, const char *sku, const char *user_id,
+                          long long qty)
+{
+    return db_run(db, "INSERT INTO user_purchases (sku, user_id, bought) VALUES (?, ?, ?) "
+                      "ON DUPLICATE KEY UPDATE bought=bought+VALUES(bought)", "ssl", "",
+                  sku, user_id, qty);
+}
+
+long long store_limit_give(struct db_conn *db, const char *sku, const char *user_id,
+                           long long qty)
+{
+    return db_run(db, "UPDATE user_purchases SET bought=GREATEST(bought-?, 0) "
+                      "WHERE sku=? AND user_id=?", "lss", "", qty, sku, user_id);
+}
+
+int store_limit_bought(struct db_conn *db, const char *sku, const char *user_id,
+                       long long *bought)
+{
+    *bought = 0;
+    long long n = db_run(db, "SELECT bought FROM user_purchases WHERE sku=? AND user_id=?",
+                         "ss", "l", sku, user_id, bought);
+    return n < 0 ? (int)n : n > 0;
+}
+
+int store_over_limit(struct db_conn *db, const char *sku, long long *limit, long long *count,
+                     char *buf, size_t len)
+{
+    *limit = *count = 0;
+    buf[0] = '\0';
+    long long n = db_run(db, "SELECT limit_per_user FROM inventory WHERE sku=?", "s", "l",
+                         sku, limit);
+    if (n <= 0 || *limit <= 0)
+        return n < 0 ? (int)n : 0;
+    /* '=' and ',' are outside the identifier alphabet: safe separators */
+    n = db_run(db, "SELECT COUNT(*), COALESCE(GROUP_CONCAT(CONCAT(x.user_id, '=', x.b) "
+                   "ORDER BY x.user_id SEPARATOR ','), '') FROM (SELECT user_id, SUM(qty) AS b "
+                   "FROM ledger WHERE sku=? AND released=0 AND user_id<>'' GROUP BY user_id "
+                   "HAVING SUM(qty) > ?) x", "sl", "ls", sku, *limit, count, buf, len);
+    return n < 0 ? (int)n : (int)*count;
+}
