@@ -92,7 +92,7 @@ static void test_ledger_migration(void **state)
 static const char *const cart_guards[] = {"for-update", "conditional-update", "optimistic",
                                           "none",       "mutex",      "redis-lock",
                                           "redlock",    "lock-table", "zookeeper",
-                                          "etcd",       "batched-update"};
+                                          "etcd",       "batched-update", "redis-stream"};
 #define NGUARDS (sizeof(cart_guards) / sizeof(cart_guards[0]))
 
 /* The same SKU on two lines, 1 unit in stock. Checked line by line against

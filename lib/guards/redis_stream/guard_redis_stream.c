@@ -20,6 +20,7 @@
 #include "stock/store.h"
 #include "stock/txn.h"
 #include "guards/redis_stream/stream_batch.h"
+#include "guards/redis_stream/stream_cart.h"
 #include "guards/redis_stream/stream_flusher.h"
 #include "guards/redis_stream/stream_scripts.h"
 #include "guards/redis_stream/stream_side.h"
@@ -531,6 +532,44 @@ static int stream_deduct(const struct guard *self, const struct deduct_env *env,
     return 0;
 }
 
+/* A cart: the ledger asked first for a repeat Redis cannot know (as the
+ * MySQL guards' carts do; the route has a MySQL connection for it), then
+ * every line decided by one script call (stream_cart.c). A SKU whose
+ * stock Redis lost is reconciled as a single sale's is, and the cart asked
+ * once more. replicas_ack (one WAIT for a cart's entry, an undo of every
+ * line) and the per-line check (one script always sums) are refused. */
+static int stream_cart(const struct guard *self, const struct deduct_env *env,
+                       const struct cart *c, struct cart_res *res)
+{
+    if (acks_of(&c->req) > 0 || c->check == CART_CHECK_PER_LINE) {
+        res->base.outcome = DEDUCT_BAD_REQUEST;
+        snprintf(res->base.detail, sizeof(res->base.detail), "%s is not offered for "
+                 GUARD_NAME " carts (one script sums and decides every line)",
+                 acks_of(&c->req) > 0 ? "replicas_ack" : "line_check \"per-line\"");
+        return 0;
+    }
+    int rc = stock_cart_lookup(env, c, res);
+    if (rc != 0) {
+        if (rc < 0)
+            stock_db_failure(env->db, rc, &res->base);
+        return 0;
+    }
+    for (int tries = 0; tries < 2; tries++) {
+        char lost[STOCK_SKU_MAX + 1];
+        if (!scart_sell(redis, conf.order_ttl_ms, env, c, res, lost))
+            return 0;
+        struct rrec k;
+        rrec_keys(&k, lost);
+        if (rrec_recover(&k, env, lost, fill_state, &res->base) == 0)
+            return 0;
+    }
+    res->base.outcome = DEDUCT_UNAVAILABLE;
+    snprintf(res->base.detail, sizeof(res->base.detail),
+             "Redis lost the redis-stream stock of a SKU of the cart again; reconciling with "
+             "MySQL");
+    return 0;
+}
+
 static int stream_seed(const struct guard *self, const struct deduct_env *env, const char *sku,
                        long long stock, int segments, struct deduct_res *res)
 {
@@ -603,6 +642,7 @@ static int stream_init(const struct guard *self, const struct guard_backends *b,
     redis_shared_preload(redis, &stream_group_script);
     redis_shared_preload(redis, &stream_sale_script);
     redis_shared_preload(redis, &stream_undo_script);
+    redis_shared_preload(redis, &stream_cart_script);
     pthread_mutex_lock(&sales_group.mu);
     sales_group.max = (int)conf.coalesce_max;
     pthread_mutex_unlock(&sales_group.mu);
@@ -639,6 +679,7 @@ const struct guard guard_redis_stream = {
     .expect = "correct (MySQL behind by the unflushed tail)",
     .safe_across_instances = 1,
     .deduct = stream_deduct,
+    .deduct_cart = stream_cart,
     .seed = stream_seed,
     .release = stream_release,
     .describe = stream_describe,
