@@ -532,28 +532,15 @@ static int stream_deduct(const struct guard *self, const struct deduct_env *env,
     return 0;
 }
 
-/* A cart: the ledger asked first for a repeat Redis cannot know (as the
- * MySQL guards' carts do; the route has a MySQL connection for it), then
- * every line decided by one script call (stream_cart.c). A SKU whose
- * stock Redis lost is reconciled as a single sale's is, and the cart asked
- * once more. replicas_ack (one WAIT for a cart's entry, an undo of every
- * line) and the per-line check (one script always sums) are refused. */
+/* A cart: refused options and repeats in the ledger first (scart_check),
+ * then every line decided by one script call (stream_cart.c). A SKU whose
+ * stock Redis lost is reconciled as a single sale's is, and the cart
+ * asked once more. */
 static int stream_cart(const struct guard *self, const struct deduct_env *env,
                        const struct cart *c, struct cart_res *res)
 {
-    if (acks_of(&c->req) > 0 || c->check == CART_CHECK_PER_LINE) {
-        res->base.outcome = DEDUCT_BAD_REQUEST;
-        snprintf(res->base.detail, sizeof(res->base.detail), "%s is not offered for "
-                 GUARD_NAME " carts (one script sums and decides every line)",
-                 acks_of(&c->req) > 0 ? "replicas_ack" : "line_check \"per-line\"");
+    if (scart_check(env, c, res))
         return 0;
-    }
-    int rc = stock_cart_lookup(env, c, res);
-    if (rc != 0) {
-        if (rc < 0)
-            stock_db_failure(env->db, rc, &res->base);
-        return 0;
-    }
     for (int tries = 0; tries < 2; tries++) {
         char lost[STOCK_SKU_MAX + 1];
         if (!scart_sell(redis, conf.order_ttl_ms, env, c, res, lost))
@@ -565,8 +552,7 @@ static int stream_cart(const struct guard *self, const struct deduct_env *env,
     }
     res->base.outcome = DEDUCT_UNAVAILABLE;
     snprintf(res->base.detail, sizeof(res->base.detail),
-             "Redis lost the redis-stream stock of a SKU of the cart again; reconciling with "
-             "MySQL");
+             "Redis lost the redis-stream stock of a SKU of the cart again; reconciling");
     return 0;
 }
 

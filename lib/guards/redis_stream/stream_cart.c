@@ -4,9 +4,11 @@
  * transaction, one ledger row per line. */
 #include "guards/redis_stream/stream_cart.h"
 
+#include "guards/core/lock_fields.h"
 #include "guards/core/redis_shared.h"
 #include "guards/redis_stream/stream_scripts.h"
 #include "stock/keys.h"
+#include "stock/txn.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -89,6 +91,22 @@ static int touch_of(const struct cart_touch *t, int nt, const char *sku)
         if (strcmp(t[k].sku, sku) == 0)
             return k + 1;
     return 0;
+}
+
+int scart_check(const struct deduct_env *env, const struct cart *c, struct cart_res *res)
+{
+    long acks = lock_opts_of(&c->req)->replicas_ack;
+    if (acks > 0 || c->check == CART_CHECK_PER_LINE) {
+        res->base.outcome = DEDUCT_BAD_REQUEST;
+        snprintf(res->base.detail, sizeof(res->base.detail), "%s is not offered for "
+                 "redis-stream carts (one script sums and decides every line)",
+                 acks > 0 ? "replicas_ack" : "line_check \"per-line\"");
+        return 1;
+    }
+    int rc = stock_cart_lookup(env, c, res);
+    if (rc < 0)
+        stock_db_failure(env->db, rc, &res->base);
+    return rc != 0;
 }
 
 int scart_sell(struct redis_shared *redis, long order_ttl_ms, const struct deduct_env *env,

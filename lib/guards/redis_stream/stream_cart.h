@@ -8,6 +8,14 @@
 struct redis_shared;
 struct deduct_env;
 
+/* What comes before the script: replicas_ack (one WAIT and undo per cart
+ * are not built) and line_check "per-line" (the script always sums) are a
+ * 400; a repeat Redis cannot know (sold under another guard, or forgotten
+ * after --stream-order-ttl) is answered from the ledger (env->db), as the
+ * MySQL guards' carts are. Returns 1 with res filled (answered), 0 when
+ * the cart goes to the script. */
+int scart_check(const struct deduct_env *env, const struct cart *c, struct cart_res *res);
+
 /* Sell cart c (its lines summed per SKU, every SKU checked, then all
  * decremented or none) in one stream_cart_script call on redis, the order
  * remembered order_ttl_ms. Fills res (SOLD, DUPLICATE, ORDER_CONFLICT,
