@@ -13,7 +13,9 @@
 
 #include "itest.h"
 
+#include <hiredis/hiredis.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -291,6 +293,109 @@ static void test_refused_options(void **state)
     assert_exact("Rc-O", 4, 0, 0);
 }
 
+/* Entries read by `consumer` and not acknowledged yet (-1 unreadable). */
+static long long consumer_pending(const char *consumer)
+{
+    redisContext *c = it_redis_connect(2000);
+    if (!c)
+        return -1;
+    redisReply *r = redisCommand(c, "XPENDING lab:sales flushers - + 1000 %s", consumer);
+    long long n = r && r->type == REDIS_REPLY_ARRAY ? (long long)r->elements : -1;
+    freeReplyObject(r);
+    redisFree(c);
+    return n;
+}
+
+/* The order_id of the first entry `consumer` read and has not flushed;
+ * 0 when found. */
+static int held_order(const char *consumer, char *out, size_t outlen)
+{
+    redisContext *c = it_redis_connect(2000);
+    int rc = -1;
+    if (!c)
+        return -1;
+    redisReply *p = redisCommand(c, "XPENDING lab:sales flushers - + 1 %s", consumer);
+    if (p && p->type == REDIS_REPLY_ARRAY && p->elements == 1 &&
+        p->element[0]->type == REDIS_REPLY_ARRAY && p->element[0]->elements >= 1) {
+        const char *id = p->element[0]->element[0]->str;
+        redisReply *e = redisCommand(c, "XRANGE lab:sales %s %s", id, id);
+        if (e && e->type == REDIS_REPLY_ARRAY && e->elements == 1) {
+            const redisReply *kv = e->element[0]->element[1];
+            for (size_t k = 0; rc != 0 && k + 1 < kv->elements; k += 2)
+                if (strcmp(kv->element[k]->str, "o") == 0) {
+                    snprintf(out, outlen, "%s", kv->element[k + 1]->str);
+                    rc = 0;
+                }
+        }
+        freeReplyObject(e);
+    }
+    freeReplyObject(p);
+    redisFree(c);
+    return rc;
+}
+
+/* An instance whose flusher holds every batch (--stream-hold) reads cart
+ * entries and is killed -9: a release of such a cart is refused while it
+ * is queued (its lines' SKUs have sales queued), another instance's
+ * flusher takes the entries over, every line of every answered cart lands
+ * once (one row per line), and the release then gives every line back. */
+static void test_killed_flusher_carts(void **state)
+{
+    long base = it_port_base();
+    static const char *const args[] = {"--threads", "4", "--stream-hold", "60s", NULL};
+    int pid = it_start_inventory("inventory-cart-held", base + 43, NULL, args);
+    assert_true(pid > 0);
+    char h[200];
+    snprintf(h, sizeof(h), "http://127.0.0.1:%ld/healthz", base + 43);
+    if (it_wait_status(h, 200, 30000) != 0) {
+        it_kill(pid, SIGKILL, 2000);
+        fail_msg("the held instance did not come up");
+    }
+    assert_int_equal(it_seed("Rc-K1", 1000), 200);
+    assert_int_equal(it_seed("Rc-K2", 1000), 200);
+    const char *const lines[2] = {"{\"sku\":\"Rc-K1\",\"qty\":1},{\"sku\":\"Rc-K2\",\"qty\":2}",
+                                  "{\"sku\":\"Rc-K2\",\"qty\":2},{\"sku\":\"Rc-K1\",\"qty\":1}"};
+    int ok = 0;
+    for (int round = 0; round < 40 && consumer_pending("inventory-cart-held") <= 0; round++) {
+        ok += run_clients(1000 + round * CLIENTS, 2, lines);
+        nap_ms(150);
+    }
+    char order[80] = "", body[128], rel[200];
+    int found = held_order("inventory-cart-held", order, sizeof(order));
+    snprintf(body, sizeof(body), "{\"order_id\":\"%s\"}", order);
+    snprintf(rel, sizeof(rel), "%s/inventory/release", it.inventory[0]);
+    struct it_resp r;
+    long early = found == 0 ? it_http("POST", rel, body, &r) : 0;
+    int said_queued = found == 0 && strstr(r.body, "still queued for MySQL") != NULL;
+    if (found == 0)
+        it_resp_free(&r);
+    it_kill(pid, SIGKILL, 5000);
+    print_message("answered %d carts; release of held %s: %ld\n", ok, order, early);
+    assert_int_equal(found, 0);
+    assert_int_equal(early, 503);
+    assert_true(said_queued);
+    assert_exact("Rc-K1", 1000, ok, ok);
+    assert_exact("Rc-K2", 1000, 2L * ok, ok);
+    char sql[256];
+    snprintf(sql, sizeof(sql), "SELECT COUNT(*) FROM db_shopping.ledger WHERE order_id='%s' "
+             "AND ((line = 0 AND qty IN (1, 2)) OR (line = 1 AND qty IN (1, 2)))", order);
+    assert_int_equal(it_sql_value(sql), 2);
+    long st = it_http("POST", rel, body, &r);
+    print_message("release once flushed: %ld %s\n", st, r.body);
+    assert_int_equal(st, 200);
+    assert_int_equal(json_array_size(json_object_get(r.json, "lines")), 2);
+    it_resp_free(&r);
+    struct it_audit a;
+    assert_int_equal(it_audit("Rc-K1", &a), 0);
+    assert_true(a.consistent);
+    assert_int_equal(a.sold, ok - 1);
+    assert_int_equal(redis_stock("Rc-K1"), a.stock);
+    assert_int_equal(it_audit("Rc-K2", &a), 0);
+    assert_true(a.consistent);
+    assert_int_equal(a.sold, 2L * (ok - 1));
+    assert_int_equal(redis_stock("Rc-K2"), a.stock);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -299,6 +404,7 @@ int main(void)
         cmocka_unit_test(test_short_lines),
         cmocka_unit_test(test_repeats_and_release),
         cmocka_unit_test(test_refused_options),
+        cmocka_unit_test(test_killed_flusher_carts),
     };
     return cmocka_run_group_tests(tests, group_setup, NULL);
 }
