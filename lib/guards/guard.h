@@ -195,6 +195,12 @@ struct guard {
     int (*locked)(const struct guard *self, const struct deduct_env *env,
                   const struct deduct_req *req, guard_work_fn work, void *ctx,
                   struct deduct_res *res);
+    /* Optional, lock guards whose locks are not one per SKU (mutex: SKUs
+     * share stripes): put t[0..nt-1] (a cart plan, sorted by SKU) in the
+     * order their locks are taken, by a cart's sale and by the release of
+     * a cart order alike, so the two never wait on each other in a
+     * circle. Without it: sorted by SKU. */
+    void (*lock_sort)(struct cart_touch *t, int nt);
     /* Optional: (re)seed side state (Redis keys) when a SKU is seeded.
      * Returns 0, or -1 with res->detail set (backend unavailable). */
     int (*seed)(const struct guard *self, const struct deduct_env *env, const char *sku,

@@ -14,6 +14,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #define MUTEX_STRIPES 256
@@ -114,19 +115,32 @@ static int mutex_deduct(const struct guard *self, const struct deduct_env *env,
     return 0;
 }
 
-static int stripe_cmp(const void *a, const void *b)
+/* A cart's touches by stripe, then SKU: the one order in which a cart's
+ * sale and a cart order's release take their stripes. By SKU alone two
+ * carts could still cross: {A,B,C} with A and C on one stripe takes it
+ * before B's, {B,D} with D on that stripe takes B's first. */
+static int touch_stripe_cmp(const void *a, const void *b)
 {
-    unsigned x = *(const unsigned *)a, y = *(const unsigned *)b;
-    return x < y ? -1 : x > y;
+    const struct cart_touch *x = a, *y = b;
+    unsigned sx = stripe_of(x->sku), sy = stripe_of(y->sku);
+    return sx != sy ? (sx < sy ? -1 : 1) : strcmp(x->sku, y->sku);
+}
+
+static void mutex_lock_sort(struct cart_touch *t, int nt)
+{
+    qsort(t, (size_t)nt, sizeof(*t), touch_stripe_cmp);
 }
 
 /* The stripes of c's SKUs, each once (a stripe is not recursive: taking
- * it twice would wait on ourselves): ascending, or in the cart's order
- * when c->order is AS_GIVEN. Returns the count. */
+ * it twice would wait on ourselves): ascending, as a release takes them
+ * (mutex_lock_sort), or in the cart's order when c->order is AS_GIVEN.
+ * Returns the count. */
 static int cart_stripes(const struct cart *c, unsigned *out)
 {
     struct cart_touch t[CART_LINES_MAX];
     int nt = cart_plan(c, t), n = 0;
+    if (c->order == CART_ORDER_SORTED)
+        mutex_lock_sort(t, nt);
     for (int k = 0; k < nt; k++) {
         unsigned s = stripe_of(t[k].sku);
         int i = 0;
@@ -135,8 +149,6 @@ static int cart_stripes(const struct cart *c, unsigned *out)
         if (i == n)
             out[n++] = s;
     }
-    if (c->order == CART_ORDER_SORTED)
-        qsort(out, (size_t)n, sizeof(*out), stripe_cmp);
     return n;
 }
 
@@ -219,4 +231,5 @@ const struct guard guard_mutex = {
     .deduct = mutex_deduct,
     .deduct_cart = mutex_cart,
     .locked = mutex_locked,
+    .lock_sort = mutex_lock_sort,
 };

@@ -119,6 +119,12 @@ enum cart_style {
 int stock_cart_sell(const char *guard_name, const struct deduct_env *env, const struct cart *c,
                     enum cart_style style, struct cart_res *res);
 
+/* What the ledger holds for c's order id (env->db, no lock): 0 nothing
+ * (sell it), 1 res filled (DUPLICATE with the first sale's lines, or
+ * ORDER_CONFLICT when the order id names other lines), or a negative DB_E*
+ * code. stock_cart_sell asks it first; redis-stream before its script. */
+int stock_cart_lookup(const struct deduct_env *env, const struct cart *c, struct cart_res *res);
+
 /* Give every line of a cart order back in one transaction. Returns a
  * stock_release_result (txn.h) for the whole order, or a negative DB_E*
  * code (nothing changed). *first receives line 0. */

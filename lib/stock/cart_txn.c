@@ -38,10 +38,7 @@ static void cart_conflict(const char *guard_name, const struct db_conn *db,
     metrics_add("lab_cart_conflicts_total", labels, 1);
 }
 
-/* What the ledger holds for c's order id: 0 nothing (sell it), 1 res
- * filled (DUPLICATE with the first sale's lines, or ORDER_CONFLICT when
- * the order id names other lines), or a negative DB_E* code. */
-static int cart_lookup(const struct deduct_env *env, const struct cart *c, struct cart_res *res)
+int stock_cart_lookup(const struct deduct_env *env, const struct cart *c, struct cart_res *res)
 {
     long long n = store_ledger_count(env->db, c->req.order_id);
     if (n <= 0)
@@ -275,7 +272,7 @@ static int cart_attempt(const char *guard_name, const struct deduct_env *env,
     if (n == STOCK_LIMIT_NO_USER || n == STOCK_LIMIT_OVER)
         return 0;                      /* res says which line and why */
     if (n == DB_EDUP) {                /* a repeat of the order landed first */
-        int rc = cart_lookup(env, c, res);
+        int rc = stock_cart_lookup(env, c, res);
         if (rc < 0)
             stock_db_failure(env->db, rc, &res->base);
         return 0;
@@ -293,7 +290,7 @@ int stock_cart_sell(const char *guard_name, const struct deduct_env *env, const 
 {
     struct cart_touch t[CART_LINES_MAX];
     int nt = cart_plan(c, t);
-    int rc = cart_lookup(env, c, res);
+    int rc = stock_cart_lookup(env, c, res);
     if (rc != 0) {
         if (rc < 0)
             stock_db_failure(env->db, rc, &res->base);
@@ -304,7 +301,7 @@ int stock_cart_sell(const char *guard_name, const struct deduct_env *env, const 
             /* a repeat of this order may have landed while we were refused */
             if (res->base.outcome == DEDUCT_OUT_OF_STOCK ||
                 res->base.outcome == DEDUCT_UNKNOWN_SKU)
-                cart_lookup(env, c, res);
+                stock_cart_lookup(env, c, res);
             return 0;
         }
         res->base.retries++;

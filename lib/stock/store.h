@@ -148,9 +148,13 @@ int store_lock_row_id(struct db_conn *db, const char *name, const char *owner,
  * null: NULL), all under `guard`. Returns the rows inserted, DB_EDUP when any order_id
  * is already there (nothing inserted), or a negative DB_E* code. */
 long long store_ledger_insert_rows(struct db_conn *db, const char *rows, const char *guard);
-/* One ledger row, skipped when its order_id is there: 1 inserted, 0 not,
- * or a negative DB_E* code. */
-long long store_ledger_insert_ignore(struct db_conn *db, const char *order_id,
+/* The same with each row's line (a cart's lines, sql/007): `rows` is
+ * [order_id, line, sku, qty, remaining, instance] per row (redis-stream's
+ * flusher: a single sale is line 0). Returns as store_ledger_insert_rows. */
+long long store_ledger_insert_lines(struct db_conn *db, const char *rows, const char *guard);
+/* One ledger row (line `line` of its order), skipped when (order_id, line)
+ * is there: 1 inserted, 0 not, or a negative DB_E* code. */
+long long store_ledger_insert_ignore(struct db_conn *db, const char *order_id, int line,
                                      const char *sku, long long qty, long long remaining,
                                      const char *guard, const char *instance);
 /* stock -= qty, but never below 0 (units already answered elsewhere that

@@ -106,13 +106,35 @@ long long store_ledger_insert_rows(struct db_conn *db, const char *rows, const c
 #undef LEDGER_ROWS_INSERT
 }
 
-long long store_ledger_insert_ignore(struct db_conn *db, const char *order_id,
+long long store_ledger_insert_lines(struct db_conn *db, const char *rows, const char *guard)
+{
+    /* As store_ledger_insert_rows, with the line: inside a transaction
+     * only, one statement whatever the row count. */
+#define LEDGER_LINES_INSERT                                                             \
+    "INSERT INTO ledger (order_id, line, sku, qty, remaining, guard, instance) "        \
+    "SELECT j.o, j.l, j.s, j.q, j.r, ?, j.i FROM JSON_TABLE(?, '$[*]' COLUMNS ("        \
+    "o VARCHAR(64) CHARACTER SET ascii PATH '$[0]' ERROR ON EMPTY, "                    \
+    "l INT PATH '$[1]' ERROR ON EMPTY, "                                                \
+    "s VARCHAR(64) CHARACTER SET ascii PATH '$[2]' ERROR ON EMPTY, "                    \
+    "q BIGINT PATH '$[3]' ERROR ON EMPTY, "                                             \
+    "r BIGINT PATH '$[4]' ERROR ON EMPTY, "                                             \
+    "i VARCHAR(64) PATH '$[5]' ERROR ON EMPTY, "                                        \
+    "n FOR ORDINALITY)) AS j WHERE "
+    if (db->dialect == DB_DIALECT_MYSQL)
+        return ledger_refused(db, db_run(db, LEDGER_LINES_INSERT DB_IN_OUR_TXN " ORDER BY j.n",
+                                         "ssl", "", guard, rows, db->txn_seq));
+    return ledger_refused(db, db_run(db, LEDGER_LINES_INSERT "@@in_transaction = 1 ORDER BY j.n",
+                                     "ss", "", guard, rows));
+#undef LEDGER_LINES_INSERT
+}
+
+long long store_ledger_insert_ignore(struct db_conn *db, const char *order_id, int line,
                                      const char *sku, long long qty, long long remaining,
                                      const char *guard, const char *instance)
 {
-    return db_run(db, "INSERT IGNORE INTO ledger (order_id, sku, qty, remaining, guard, instance) "
-                      "VALUES (?, ?, ?, ?, ?, ?)", "ssllss", "",
-                  order_id, sku, qty, remaining, guard, instance);
+    return db_run(db, "INSERT IGNORE INTO ledger (order_id, line, sku, qty, remaining, guard, "
+                      "instance) VALUES (?, ?, ?, ?, ?, ?, ?)", "sisllss", "",
+                  order_id, line, sku, qty, remaining, guard, instance);
 }
 
 long long store_ledger_insert_line(struct db_conn *db, const char *order_id, int line,

@@ -326,13 +326,15 @@ static void test_bad_carts(void **state)
         const char *name = json_string_value(json_object_get(g, "name"));
         int takes = json_is_true(json_object_get(g, "carts"));
         carts += takes;
-        int listed = 0;
+        /* and redis-stream, whose carts wait for its flusher (their own
+         * test: test_carts_redis.c) */
+        int listed = strcmp(name, "redis-stream") == 0;
         for (size_t k = 0; k < NGUARDS; k++)
             listed |= strcmp(name, cart_guards[k]) == 0;
         if (takes != listed)
             fail_msg("GET /guards says %s %s carts", name, takes ? "sells" : "does not sell");
     }
-    assert_int_equal(carts, (int)NGUARDS);
+    assert_int_equal(carts, (int)NGUARDS + 1);
     it_resp_free(&r);
 }
 

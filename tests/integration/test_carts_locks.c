@@ -306,6 +306,76 @@ static void test_release_takes_every_lock(void **state)
     }
 }
 
+/* mutex's stripe of a SKU, as lib/guards/guard_mutex.c computes it. */
+static unsigned mutex_stripe(const char *sku)
+{
+    unsigned h = 2166136261u;
+    for (; *sku; sku++)
+        h = (h ^ (unsigned char)*sku) * 16777619u;
+    return h % 256;
+}
+
+struct cart_sale {
+    const char *a, *b;
+    long status;
+    char body[256];
+};
+
+static void *slow_mutex_cart(void *arg)
+{
+    struct cart_sale *s = arg;
+    char body[512];
+    snprintf(body, sizeof(body),
+             "{\"lines\":[{\"sku\":\"%s\",\"qty\":1},{\"sku\":\"%s\",\"qty\":1}],"
+             "\"guard\":\"mutex\",\"hold_ms\":1200,\"lock_wait_ms\":3000}", s->a, s->b);
+    struct it_resp r;
+    s->status = deduct(0, body, &r);
+    snprintf(s->body, sizeof(s->body), "%.200s", r.body);
+    it_resp_free(&r);
+    return NULL;
+}
+
+/* A mutex cart sale and the release of a cart order crossing in one
+ * process: SKUs a < b whose stripes go the other way. Both take the
+ * stripes in one order, so the release waits for the sale, and neither
+ * runs out its lock wait; audit exact. */
+static void test_mutex_sale_and_release_cross(void **state)
+{
+    char a[32], b[32], body[512], url[256];
+    for (int i = 0;; i++) {
+        snprintf(a, sizeof(a), "LMx-a-%d", i);
+        snprintf(b, sizeof(b), "LMx-b-%d", i);
+        if (mutex_stripe(a) > mutex_stripe(b))
+            break;
+    }
+    assert_int_equal(it_seed(a, 10), 200);
+    assert_int_equal(it_seed(b, 10), 200);
+    snprintf(body, sizeof(body),
+             "{\"lines\":[{\"sku\":\"%s\",\"qty\":1},{\"sku\":\"%s\",\"qty\":1}],"
+             "\"guard\":\"mutex\",\"order_id\":\"lmx-1\"}", a, b);
+    struct it_resp r;
+    assert_int_equal(deduct(0, body, &r), 200);
+    it_resp_free(&r);
+    struct cart_sale sale = {a, b, 0, ""};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, slow_mutex_cart, &sale), 0);
+    struct timespec nap = {0, 250 * 1000000L};
+    nanosleep(&nap, NULL);     /* the sale holds b's stripe, sleeping */
+    snprintf(url, sizeof(url), "%s/inventory/release", it.inventory[0]);
+    double t0 = now_s();
+    long st = it_http("POST", url, "{\"order_id\":\"lmx-1\"}", &r);
+    double took = now_s() - t0;
+    print_message("mutex release crossing a cart sale: %ld after %.0f ms %s\n", st,
+                  took * 1000, r.body);
+    it_resp_free(&r);
+    pthread_join(t, NULL);
+    print_message("the crossing sale: %ld %s\n", sale.status, sale.body);
+    assert_int_equal(st, 200);
+    assert_int_equal(sale.status, 200);
+    assert_exact(a, 1, 9);
+    assert_exact(b, 1, 9);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -314,6 +384,7 @@ int main(void)
         cmocka_unit_test(test_short_lines),
         cmocka_unit_test(test_lock_not_obtained_sells_nothing),
         cmocka_unit_test(test_release_takes_every_lock),
+        cmocka_unit_test(test_mutex_sale_and_release_cross),
     };
     return cmocka_run_group_tests(tests, group_setup, NULL);
 }

@@ -267,8 +267,9 @@ static int release_read_lines(const struct deduct_env *env, const char *order_id
 }
 
 /* The MySQL half of a release, under the lock of the guard that sold it
- * when that guard is a lock guard: every line's SKU locked, in sorted
- * order as its carts take them (guards/core/cart_locks), then every line
+ * when that guard is a lock guard: every line's SKU locked in the order
+ * its carts take them (sorted by SKU, guards/core/cart_locks, or the
+ * guard's lock_sort), then every line
  * given back in one transaction. The locks need the SKUs, which only the
  * ledger knows: a plain read finds them. Returns a stock_release_result,
  * or -1 with res filled (MySQL failed, a lock not obtained). */
@@ -302,6 +303,8 @@ static int release_stock(const struct deduct_env *env, const char *order_id,
     }
     struct cart_touch t[CART_LINES_MAX];
     int nt = cart_plan(&c, t);
+    if (g->lock_sort)
+        g->lock_sort(t, nt);   /* the order its cart sales take them */
     struct deduct_req *req = &c.req;
     snprintf(req->order_id, sizeof(req->order_id), "%s", order_id);
     req->lock_wait_ms = env->default_wait_ms > 0 ? env->default_wait_ms : RELEASE_DEFAULT_WAIT_MS;

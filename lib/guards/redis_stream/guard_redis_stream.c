@@ -20,6 +20,7 @@
 #include "stock/store.h"
 #include "stock/txn.h"
 #include "guards/redis_stream/stream_batch.h"
+#include "guards/redis_stream/stream_cart.h"
 #include "guards/redis_stream/stream_flusher.h"
 #include "guards/redis_stream/stream_limit.h"
 #include "guards/redis_stream/stream_scripts.h"
@@ -534,6 +535,30 @@ static int stream_deduct(const struct guard *self, const struct deduct_env *env,
     return 0;
 }
 
+/* A cart: refused options and repeats in the ledger first (scart_check),
+ * then every line decided by one script call (stream_cart.c). A SKU whose
+ * stock Redis lost is reconciled as a single sale's is, and the cart
+ * asked once more. */
+static int stream_cart(const struct guard *self, const struct deduct_env *env,
+                       const struct cart *c, struct cart_res *res)
+{
+    if (scart_check(env, c, res))
+        return 0;
+    for (int tries = 0; tries < 2; tries++) {
+        char lost[STOCK_SKU_MAX + 1];
+        if (!scart_sell(redis, conf.order_ttl_ms, env, c, res, lost))
+            return 0;
+        struct rrec k;
+        rrec_keys(&k, lost);
+        if (rrec_recover(&k, env, lost, fill_state, &res->base) == 0)
+            return 0;
+    }
+    res->base.outcome = DEDUCT_UNAVAILABLE;
+    snprintf(res->base.detail, sizeof(res->base.detail),
+             "Redis lost the redis-stream stock of a SKU of the cart again; reconciling");
+    return 0;
+}
+
 static int stream_seed(const struct guard *self, const struct deduct_env *env, const char *sku,
                        long long stock, int segments, struct deduct_res *res)
 {
@@ -606,6 +631,7 @@ static int stream_init(const struct guard *self, const struct guard_backends *b,
     redis_shared_preload(redis, &stream_group_script);
     redis_shared_preload(redis, &stream_sale_script);
     redis_shared_preload(redis, &stream_undo_script);
+    redis_shared_preload(redis, &stream_cart_script);
     pthread_mutex_lock(&sales_group.mu);
     sales_group.max = (int)conf.coalesce_max;
     pthread_mutex_unlock(&sales_group.mu);
@@ -648,6 +674,7 @@ const struct guard guard_redis_stream = {
     .expect = "correct (MySQL behind by the unflushed tail)",
     .safe_across_instances = 1,
     .deduct = stream_deduct,
+    .deduct_cart = stream_cart,
     .seed = stream_seed,
     .release = stream_release,
     .describe = stream_describe,

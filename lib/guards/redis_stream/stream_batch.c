@@ -11,7 +11,8 @@
 
 #define GUARD_NAME "redis-stream"
 
-/* The batch's valid sales as [[order_id, sku, qty, remaining, instance]]. */
+/* The batch's valid sales as [[order_id, line, sku, qty, remaining,
+ * instance]]: a cart's lines are rows of one order. */
 static char *rows_json(const struct sale *sales, int n, int *nvalid)
 {
     json_t *a = json_array();
@@ -20,8 +21,8 @@ static char *rows_json(const struct sale *sales, int n, int *nvalid)
         const struct sale *s = &sales[i];
         if (!s->valid)
             continue;
-        json_t *row = json_pack("[s,s,I,I,s]", s->order_id, s->sku, (json_int_t)s->qty,
-                                (json_int_t)s->remaining, s->instance);
+        json_t *row = json_pack("[s,i,s,I,I,s]", s->order_id, s->line, s->sku,
+                                (json_int_t)s->qty, (json_int_t)s->remaining, s->instance);
         if (!row || json_array_append_new(a, row) != 0) {
             json_decref(a);
             return NULL;
@@ -33,7 +34,7 @@ static char *rows_json(const struct sale *sales, int n, int *nvalid)
     return txt;
 }
 
-/* 1 when the ledger row of s->order_id is this very sale written before (a
+/* 1 when the ledger row of s->order_id (its line) is this very sale written before (a
  * lost COMMIT reply, a claim of a batch its first flusher had committed):
  * same guard, SKU, quantity, instance and remaining stock, and not
  * released. 0 when it is another sale under that order_id -- the first
@@ -46,8 +47,8 @@ static char *rows_json(const struct sale *sales, int n, int *nvalid)
  * gave that unit back). Negative DB_E* on failure. */
 static long long same_sale(struct db_conn *db, const struct sale *s)
 {
-    struct ledger_sale row = {0};
-    long long n = store_ledger_sale(db, s->order_id, &row);
+    struct ledger_row row = {0};
+    long long n = store_ledger_get_line(db, s->order_id, s->line, &row);
     if (n < 0)
         return n;
     return n > 0 && strcmp(row.guard, GUARD_NAME) == 0 && strcmp(row.sku, s->sku) == 0 &&
@@ -66,7 +67,7 @@ long long sbatch_insert_rows(struct db_conn *db, struct sale *sales, int nsales,
     char *rows = rows_json(sales, nsales, &nvalid);
     if (!rows)
         return DB_ERR;
-    long long n = nvalid ? store_ledger_insert_rows(db, rows, GUARD_NAME) : 0;
+    long long n = nvalid ? store_ledger_insert_lines(db, rows, GUARD_NAME) : 0;
     free(rows);
     if (n == nvalid) {
         for (int i = 0; i < nsales; i++)
@@ -79,7 +80,7 @@ long long sbatch_insert_rows(struct db_conn *db, struct sale *sales, int nsales,
             struct sale *s = &sales[i];
             if (!s->valid)
                 continue;
-            long long m = store_ledger_insert_ignore(db, s->order_id, s->sku, s->qty,
+            long long m = store_ledger_insert_ignore(db, s->order_id, s->line, s->sku, s->qty,
                                                      s->remaining, GUARD_NAME, s->instance);
             if (m < 0)
                 return m;

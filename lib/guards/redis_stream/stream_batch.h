@@ -12,12 +12,14 @@ struct db_conn;
 
 #define SKUS_MAX 64            /* distinct SKUs per batch; more wait a batch */
 
-/* One sale of a stream entry (an entry carries one sale or a group's). */
+/* One sale of a stream entry (an entry carries one sale, a group's, or
+ * every line of one cart: then each line is a sale of its own SKU). */
 struct sale {
     char id[48];               /* stream entry id */
     char sku[STOCK_SKU_MAX + 1];
     char order_id[STOCK_ID_MAX + 1];
     char instance[64];
+    int line;                  /* its line in its order: 0, or a cart's */
     long long qty, remaining, t_ms;
     int valid;                 /* 0: deleted or malformed: only acknowledged */
     int inserted;              /* this transaction wrote its ledger row */

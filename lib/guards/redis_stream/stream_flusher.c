@@ -85,9 +85,10 @@ static void nap(long ms)
 /* KEYS[1] stream, [2] pending entries, [3] pending units, [4] the flushing
  * marks, [5] the flush counter, [6] cancelled entries, [7] unacked
  * entries (an entry flushed after its wait ran out); ARGV[1] group, [2]
- * instance, then (id, sku, sales, units, give) per entry (sku "" for an
- * entry that is only acknowledged: malformed, or taken back by its sale,
- * which counted it off itself). The pending counts are in sales (an entry
+ * instance, then (id, sku, sales, units, give) per entry and SKU (a
+ * cart's entry has one per SKU of its lines, its id repeated; sku "" for
+ * an entry that is only acknowledged: malformed, or taken back by its
+ * sale, which counted it off itself). The pending counts are in sales (an entry
  * carries one sale or a group's). An entry is counted off only by the
  * XACK that removed it from the group's pending list: a claimed entry two
  * flushers wrote is counted once. give > 0: units of sales whose order_id
@@ -101,11 +102,14 @@ static struct rconn_script ack_script = RCONN_SCRIPT(
     "local n = 0 "
     "local nc = redis.call('SCARD', KEYS[6]) "
     "local nu = redis.call('ZCARD', KEYS[7]) "
-    "local cnt, units, ids = {}, {}, {} "
+    "local cnt, units, ids, acked = {}, {}, {}, {} "
     "for i = 3, #ARGV, 5 do "
     "  local sku = ARGV[i + 1] "
-    "  if redis.call('XACK', KEYS[1], ARGV[1], ARGV[i]) == 1 then "
-    "    n = n + 1 "
+    "  if acked[ARGV[i]] == nil then "
+    "    acked[ARGV[i]] = redis.call('XACK', KEYS[1], ARGV[1], ARGV[i]) == 1 "
+    "    if acked[ARGV[i]] then n = n + 1 end "
+    "  end "
+    "  if acked[ARGV[i]] then "
     "    if sku ~= '' then "
     "      cnt[sku] = (cnt[sku] or 0) + tonumber(ARGV[i + 2]) "
     "      units[sku] = (units[sku] or 0) + tonumber(ARGV[i + 3]) "
@@ -197,8 +201,10 @@ static void field_copy(char *out, size_t outlen, const redisReply *v)
 }
 
 /* Sales in one entry: 'o' (order_id) starts the next, 'q' and 'r' are
- * its own; 's', 'i', 't' are the entry's (every sale's). One entry is one
- * sale (sale_script, replicas_ack) or a whole group (group_script).
+ * its own, and a cart's line has its own 'k' (SKU) and 'l' (line); 's',
+ * 'i', 't' are the entry's (every sale's, but a cart line's SKU). One
+ * entry is one sale (sale_script, replicas_ack), a whole group
+ * (group_script) or every line of one cart (cart_script).
  * Returns the sales, or 0 for a malformed entry (acknowledged as one). */
 static int entry_sales(const redisReply *kv)
 {
@@ -250,6 +256,14 @@ static void take_entries(const redisReply *list)
                 if (s)
                     s->remaining = v->type == REDIS_REPLY_STRING ? atoll(v->str) : 0;
                 break;
+            case 'k':          /* a cart's line: its own SKU */
+                if (s)
+                    field_copy(s->sku, sizeof(s->sku), v);
+                break;
+            case 'l':
+                if (s)
+                    s->line = v->type == REDIS_REPLY_STRING ? atoi(v->str) : 0;
+                break;
             }
         }
         if (fl.n == first) {   /* no sale in it: only acknowledged */
@@ -259,7 +273,8 @@ static void take_entries(const redisReply *list)
         for (int j = first; j < fl.n; j++) {
             s = &fl.sales[j];
             snprintf(s->id, sizeof(s->id), "%s", e->element[0]->str);
-            snprintf(s->sku, sizeof(s->sku), "%s", sku);
+            if (!s->sku[0])
+                snprintf(s->sku, sizeof(s->sku), "%s", sku);
             snprintf(s->instance, sizeof(s->instance), "%s", inst);
             s->t_ms = t_ms;
             s->valid = s->qty > 0 && s->sku[0] && s->order_id[0];
@@ -385,6 +400,51 @@ static void unmark_flushing(void)
     freeReplyObject(r);
 }
 
+/* The ack_script quintuples of the entry fl.sales[i..j) into argv from
+ * argc, their numbers in num from *q: one per SKU of its valid sales (a
+ * cart's lines may name several), or one with sku "" when none is valid.
+ * Returns the new argc. */
+static int ack_entry(int i, int j, const char **argv, int argc, char (*num)[3][24], int *q)
+{
+    int any = 0;
+    for (int k = i; k < j; k++) {
+        const struct sale *s = &fl.sales[k];
+        int seen = 0;
+        for (int p = i; p < k && !seen; p++)
+            seen = fl.sales[p].valid && strcmp(fl.sales[p].sku, s->sku) == 0;
+        if (!s->valid || seen)
+            continue;
+        long long sales = 0, units = 0, give = 0;
+        for (int p = k; p < j; p++) {
+            const struct sale *t = &fl.sales[p];
+            if (!t->valid || strcmp(t->sku, s->sku) != 0)
+                continue;
+            sales++;
+            units += t->qty;
+            if (t->give_back)
+                give += t->qty;
+        }
+        snprintf(num[*q][0], sizeof(num[*q][0]), "%lld", sales);
+        snprintf(num[*q][1], sizeof(num[*q][1]), "%lld", units);
+        snprintf(num[*q][2], sizeof(num[*q][2]), "%lld", give);
+        argv[argc++] = s->id;
+        argv[argc++] = s->sku;
+        argv[argc++] = num[*q][0];
+        argv[argc++] = num[*q][1];
+        argv[argc++] = num[*q][2];
+        (*q)++;
+        any = 1;
+    }
+    if (!any) {
+        argv[argc++] = fl.sales[i].id;
+        argv[argc++] = "";
+        argv[argc++] = "0";
+        argv[argc++] = "0";
+        argv[argc++] = "0";
+    }
+    return argc;
+}
+
 /* Acknowledge, delete and count off the batch, give back the units of
  * repeats, unmark. 0 or -1 (Redis failed: the entries stay pending and are
  * written again, harmlessly). */
@@ -407,31 +467,12 @@ static int ack_batch(void)
     argv[6] = KEYS_SALES_UNACKED;
     argv[7] = KEYS_SALES_GROUP;
     argv[8] = fl.instance;
-    /* One quintuple per entry: its sales are adjacent in fl.sales. */
-    for (int i = 0, j; i < fl.n; i = j) {
-        const struct sale *s = &fl.sales[i];
-        long long sales = 0, units = 0, give = 0;
-        int valid = 0;
-        for (j = i; j < fl.n && strcmp(fl.sales[j].id, s->id) == 0; j++) {
-            const struct sale *t = &fl.sales[j];
-            if (!t->valid)
-                continue;
-            valid = 1;
-            sales++;
-            units += t->qty;
-            if (t->give_back)
-                give += t->qty;
-        }
-        if (s->deferred)
-            continue;
-        snprintf(num[i][0], sizeof(num[i][0]), "%lld", sales);
-        snprintf(num[i][1], sizeof(num[i][1]), "%lld", units);
-        snprintf(num[i][2], sizeof(num[i][2]), "%lld", give);
-        argv[argc++] = s->id;
-        argv[argc++] = valid ? s->sku : "";
-        argv[argc++] = num[i][0];
-        argv[argc++] = num[i][1];
-        argv[argc++] = num[i][2];
+    /* One quintuple per entry and SKU: its sales are adjacent in fl.sales. */
+    for (int i = 0, j, q = 0; i < fl.n; i = j) {
+        for (j = i; j < fl.n && strcmp(fl.sales[j].id, fl.sales[i].id) == 0; j++)
+            ;
+        if (!fl.sales[i].deferred)
+            argc = ack_entry(i, j, argv, argc, num, &q);
     }
     redisReply *r = rconn_script_run(fl.rc, &ack_script, 7, argc, argv);
     int rc = r && r->type == REDIS_REPLY_INTEGER ? 0 : -1;

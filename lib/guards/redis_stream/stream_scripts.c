@@ -12,9 +12,13 @@
  * \ninstance", and with replicas_ack "\n<entry id>" more: parse_order(o)
  * gives the six (entry "" without). waiting(unacked, entry): 1 while that
  * sale still waits for its replicas (its undo may still take it back), so
- * a repeat of it can be answered neither as sold nor as new. */
+ * a repeat of it can be answered neither as sold nor as new. A cart's
+ * memory (cart_script) parses as its first line's epoch and SKU with qty
+ * "cart": a single sale under a cart's order_id is another sale (-4). */
 #define STREAM_LUA_ORDER                                                          \
     "local function parse_order(o) "                                              \
+    "  local cep, csku = string.match(o, '^cart\\n(.-)\\n(.-)\\n') "                \
+    "  if cep then return cep, csku, 'cart', '', '', '' end "                     \
     "  local oep, osku, oqty, orem, oinst = "                                     \
     "    string.match(o, '^(.-)\\n(.-)\\n(.-)\\n(.-)\\n(.*)$') "                  \
     "  local oent = '' "                                                          \
@@ -185,6 +189,92 @@ struct rconn_script stream_group_script = RCONN_SCRIPT(
     "end "
     "return out");
 
+/* A cart, every line decided at once. KEYS[1] order, [2] stream, [3]
+ * pending entries, [4] pending units, then per SKU k (1..nt, the plan's
+ * sorted order) [3 + 2k] its stock and [4 + 2k] its epoch; ARGV[1]
+ * order_id, [2] instance, [3] order ttl ms, [4] nt, then per SKU (sku,
+ * the sum of its lines) at [3 + 2k], [4 + 2k], then per line (its SKU's
+ * k, qty) in the cart's order. Every SKU is checked before anything is
+ * taken; then all are decremented or none. Replies: {0, entry id,
+ * remaining per line} sold; {-1, (sku, requested, available) per short
+ * SKU} refused; {-2, sku} that SKU's stock is missing (lost, or of an
+ * older generation); {-3, instance, remaining per line} a repeat of the
+ * order's first cart; {-4, lines} the order_id names another sale. One
+ * stream entry carries every line ('o', 'k' sku, 'l' line, 'q', 'r' per
+ * line), so a flusher writes them in one transaction; the order is
+ * remembered once: "cart\n<first line's epoch>\n<its sku>\n<instance>\n"
+ * then "sku\nqty\nremaining" per line. The pending counts go up per SKU
+ * by that SKU's lines: the audit of each SKU counts only its own. */
+struct rconn_script stream_cart_script = RCONN_SCRIPT(
+    RREC_LUA_GEN
+    "local oid, inst, ttl, nt = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]) "
+    "local nl = (#ARGV - 4 - 2 * nt) / 2 "
+    "local lk, lq = {}, {} "
+    "for i = 1, nl do lk[i] = tonumber(ARGV[3 + 2 * nt + 2 * i]) lq[i] = ARGV[4 + 2 * nt + 2 * i] end "
+    "local o = redis.call('GET', KEYS[1]) "
+    "if o then "
+    "  local cep, csku, cinst, body = string.match(o, '^cart\\n(.-)\\n(.-)\\n(.-)\\n(.*)$') "
+    "  if cep then "
+    "    if cep == (redis.call('GET', 'sstock:{' .. csku .. '}:epoch') or '') then "
+    "      local f = {} "
+    "      for x in string.gmatch(body, '[^\\n]+') do f[#f + 1] = x end "
+    "      local same = #f == 3 * nl "
+    "      for i = 1, nl do "
+    "        if same and (f[3 * i - 2] ~= ARGV[3 + 2 * lk[i]] or f[3 * i - 1] ~= lq[i]) then "
+    "          same = false end "
+    "      end "
+    "      if not same then return {-4, math.floor(#f / 3)} end "
+    "      local out = {-3, cinst} "
+    "      for i = 1, nl do out[#out + 1] = f[3 * i] end "
+    "      return out "
+    "    end "
+    "  else "
+    "    local oep, osku = string.match(o, '^(.-)\\n(.-)\\n') "
+    "    if osku and oep == (redis.call('GET', 'sstock:{' .. osku .. '}:epoch') or '') then "
+    "      return {-4, 1} end "
+    "  end "
+    "end "
+    "local gen, ep, cur = lab_gen(), {}, {} "
+    "for k = 1, nt do "
+    "  ep[k] = redis.call('GET', KEYS[4 + 2 * k]) or '' "
+    "  local v = redis.call('GET', KEYS[3 + 2 * k]) "
+    "  if not v then return {-2, ARGV[3 + 2 * k]} end "
+    "  if (string.match(ep[k], '@(%w*)$') or '') ~= gen then "
+    "    redis.call('DEL', KEYS[3 + 2 * k]) return {-2, ARGV[3 + 2 * k]} end "
+    "  cur[k] = tonumber(v) "
+    "end "
+    "local short = {-1} "
+    "for k = 1, nt do "
+    "  if cur[k] < tonumber(ARGV[4 + 2 * k]) then "
+    "    short[#short + 1] = ARGV[3 + 2 * k] short[#short + 1] = ARGV[4 + 2 * k] "
+    "    short[#short + 1] = string.format('%d', cur[k]) "
+    "  end "
+    "end "
+    "if #short > 1 then return short end "
+    "local t = redis.call('TIME') "
+    "local ms = string.format('%.0f', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)) "
+    "local f, mem, rem = {}, {}, {} "
+    "for i = 1, nl do "
+    "  local k = lk[i] "
+    "  local sku = ARGV[3 + 2 * k] "
+    "  cur[k] = cur[k] - tonumber(lq[i]) "
+    "  rem[i] = string.format('%d', cur[k]) "
+    "  f[#f + 1] = 'o' f[#f + 1] = oid f[#f + 1] = 'k' f[#f + 1] = sku "
+    "  f[#f + 1] = 'l' f[#f + 1] = tostring(i - 1) "
+    "  f[#f + 1] = 'q' f[#f + 1] = lq[i] f[#f + 1] = 'r' f[#f + 1] = rem[i] "
+    "  mem[#mem + 1] = sku .. '\\n' .. lq[i] .. '\\n' .. rem[i] "
+    "  redis.call('HINCRBY', KEYS[3], sku, 1) "
+    "  redis.call('HINCRBY', KEYS[4], sku, lq[i]) "
+    "end "
+    "for k = 1, nt do redis.call('DECRBY', KEYS[3 + 2 * k], ARGV[4 + 2 * k]) end "
+    "local id = redis.call('XADD', KEYS[2], '*', 's', ARGV[3 + 2 * lk[1]], 'i', inst, "
+    "  'g', '" GUARD_NAME "', 't', ms, unpack(f)) "
+    "redis.call('SET', KEYS[1], 'cart\\n' .. ep[lk[1]] .. '\\n' .. ARGV[3 + 2 * lk[1]] .. '\\n' "
+    "  .. inst .. '\\n' .. table.concat(mem, '\\n'), 'PX', ttl) "
+    "local out = {0, id} "
+    "for i = 1, nl do out[#out + 1] = rem[i] end "
+    "return out");
+
 /* KEYS[1] stock, [2] order, [3] stream, [4] pending entries, [5] pending
  * units, [6] unacked entries, [7] cancelled entries; ARGV[1] entry id, [2]
  * sku, [3] qty, [4] group. Takes a sale back (replicas_ack not met): 1
@@ -233,12 +323,23 @@ struct rconn_script stream_seed_script = RCONN_SCRIPT(
     "return 0");
 
 /* KEYS[1] order, [2] pending entries; 1 when the order is a sale of its
- * SKU's current epoch and that SKU still has sales queued, else 0. (Which
+ * SKU's current epoch and that SKU still has sales queued (a cart: any of
+ * its lines' SKUs), else 0. (Which
  * entry is the order's would need a scan of the stream; while any sale of
  * the SKU is queued a release waits, which also covers it.) */
 struct rconn_script stream_queued_script = RCONN_SCRIPT(
     "local o = redis.call('GET', KEYS[1]) "
     "if not o then return 0 end "
+    "local cep, csku, body = string.match(o, '^cart\\n(.-)\\n(.-)\\n.-\\n(.*)$') "
+    "if cep then "
+    "  if (redis.call('GET', 'sstock:{' .. csku .. '}:epoch') or '') ~= cep then return 0 end "
+    "  local f = {} "
+    "  for x in string.gmatch(body, '[^\\n]+') do f[#f + 1] = x end "
+    "  for i = 1, #f, 3 do "
+    "    if tonumber(redis.call('HGET', KEYS[2], f[i]) or '0') > 0 then return 1 end "
+    "  end "
+    "  return 0 "
+    "end "
     "local oep, osku = string.match(o, '^(.-)\\n(.-)\\n') "
     "if not osku then return 0 end "
     "if (redis.call('GET', 'sstock:{' .. osku .. '}:epoch') or '') ~= oep then return 0 end "

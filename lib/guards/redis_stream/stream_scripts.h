@@ -7,6 +7,7 @@
 
 extern struct rconn_script stream_sale_script;
 extern struct rconn_script stream_group_script;
+extern struct rconn_script stream_cart_script;
 extern struct rconn_script stream_undo_script;
 extern struct rconn_script stream_seed_script;
 extern struct rconn_script stream_queued_script;
