@@ -305,6 +305,23 @@ static void test_cart_counts(void **state)
     it_resp_free(&a);
 }
 
+/* A guard that does not enforce limits (redis-stream sells carts) must not
+ * sell a cart with a limited line: a 400, and no line of it is sold. */
+static void test_cart_of_limited_sku_under_non_enforcing_guard(void **state)
+{
+    assert_int_equal(seed_limit("Lim-rs-a", 10, 2), 200);
+    assert_int_equal(seed_limit("Lim-rs-b", 10, 0), 200);
+    const char *body = "{\"lines\":[{\"sku\":\"Lim-rs-b\",\"qty\":1},{\"sku\":\"Lim-rs-a\","
+                       "\"qty\":1}],\"user_id\":\"u4\",\"order_id\":\"rs-cart-1\",\"guard\":"
+                       "\"redis-stream\"}";
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(deduct_status(i, body), 400);
+    assert_int_equal(state_field("Lim-rs-b", "stock"), 10);
+    assert_int_equal(state_field("Lim-rs-a", "stock"), 10);
+    assert_int_equal(it_sql_value("SELECT COUNT(*) FROM db_shopping.ledger WHERE "
+                                  "order_id='rs-cart-1'"), 0);
+}
+
 /* POST /orders passes the buyer on: the same limit holds through it. */
 static void test_orders_pass_user(void **state)
 {
@@ -329,6 +346,7 @@ int main(void)
         cmocka_unit_test(test_release_and_reseed),
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_cart_counts),
+        cmocka_unit_test(test_cart_of_limited_sku_under_non_enforcing_guard),
         cmocka_unit_test(test_orders_pass_user),
     };
     return cmocka_run_group_tests(tests, group_setup, NULL);

@@ -99,8 +99,14 @@ int guard_limit_cart_gate(const struct guard *g, const struct deduct_env *env,
     /* The guards that enforce limits count each line in the cart's own
      * transaction (stock/cart_txn.c); the others must not sell a limited
      * line at all. */
-    if (!g->no_purchase_limits || !env->db)
+    if (!g->no_purchase_limits)
         return 1;
+    if (!env->db) {            /* fail closed: a limit that cannot be read */
+        res->base.outcome = DEDUCT_UNAVAILABLE;
+        snprintf(res->base.detail, sizeof(res->base.detail),
+                 "MySQL unavailable: the cart's purchase limits cannot be read; nothing sold");
+        return 0;
+    }
     for (int i = 0; i < c->nlines; i++) {
         long long limit = 0;
         int rc = store_limit_of(env->db, c->line[i].sku, &limit);
