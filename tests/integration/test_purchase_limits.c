@@ -186,10 +186,10 @@ static void test_release_and_reseed(void **state)
     assert_int_equal(state_field(sku, "limit_per_user"), 2);
     for (int k = 0; k < 2; k++) {
         snprintf(body, sizeof(body), "{\"sku\":\"%s\",\"user_id\":\"u7\",\"order_id\":"
-                 "\"rel-%d\",\"guard\":\"for-update\"}", sku, k);
+                 "\"lim-rel-%d\",\"guard\":\"for-update\"}", sku, k);
         assert_int_equal(deduct_status(k % 2, body), 200);
     }
-    snprintf(body, sizeof(body), "{\"sku\":\"%s\",\"user_id\":\"u7\",\"order_id\":\"rel-2\","
+    snprintf(body, sizeof(body), "{\"sku\":\"%s\",\"user_id\":\"u7\",\"order_id\":\"lim-rel-2\","
              "\"guard\":\"mutex\"}", sku);
     assert_int_equal(deduct(0, body, &r), 409);
     print_message("  %s\n", r.body);
@@ -197,17 +197,17 @@ static void test_release_and_reseed(void **state)
     assert_non_null(strstr(r.body, "already has 2"));
     it_resp_free(&r);
     /* another user has a quota of their own */
-    snprintf(body, sizeof(body), "{\"sku\":\"%s\",\"user_id\":\"u8\",\"order_id\":\"rel-u8\","
+    snprintf(body, sizeof(body), "{\"sku\":\"%s\",\"user_id\":\"u8\",\"order_id\":\"lim-rel-u8\","
              "\"guard\":\"optimistic\"}", sku);
     assert_int_equal(deduct_status(1, body), 200);
 
     char url[256];
     snprintf(url, sizeof(url), "%s/inventory/release", it.inventory[1]);
-    assert_int_equal(it_status("POST", url, "{\"order_id\":\"rel-0\"}"), 200);
-    snprintf(body, sizeof(body), "{\"sku\":\"%s\",\"user_id\":\"u7\",\"order_id\":\"rel-3\","
+    assert_int_equal(it_status("POST", url, "{\"order_id\":\"lim-rel-0\"}"), 200);
+    snprintf(body, sizeof(body), "{\"sku\":\"%s\",\"user_id\":\"u7\",\"order_id\":\"lim-rel-3\","
              "\"guard\":\"conditional-update\"}", sku);
     assert_int_equal(deduct_status(0, body), 200);
-    snprintf(body, sizeof(body), "{\"sku\":\"%s\",\"user_id\":\"u7\",\"order_id\":\"rel-4\","
+    snprintf(body, sizeof(body), "{\"sku\":\"%s\",\"user_id\":\"u7\",\"order_id\":\"lim-rel-4\","
              "\"guard\":\"conditional-update\"}", sku);
     assert_int_equal(deduct_status(0, body), 409);
     struct it_resp a;
@@ -220,13 +220,13 @@ static void test_release_and_reseed(void **state)
 
     /* reseed, same limit: u7 starts again at 0 */
     assert_int_equal(seed_limit(sku, 10, 2), 200);
-    snprintf(body, sizeof(body), "{\"sku\":\"%s\",\"user_id\":\"u7\",\"order_id\":\"rel-5\","
+    snprintf(body, sizeof(body), "{\"sku\":\"%s\",\"user_id\":\"u7\",\"order_id\":\"lim-rel-5\","
              "\"guard\":\"for-update\",\"qty\":2}", sku);
     assert_int_equal(deduct_status(1, body), 200);
     /* reseed without the field: no limit any more */
     assert_int_equal(seed_body(sku, "{\"stock\":10}"), 200);
     assert_int_equal(state_field(sku, "limit_per_user"), 0);
-    snprintf(body, sizeof(body), "{\"sku\":\"%s\",\"user_id\":\"u7\",\"order_id\":\"rel-6\","
+    snprintf(body, sizeof(body), "{\"sku\":\"%s\",\"user_id\":\"u7\",\"order_id\":\"lim-rel-6\","
              "\"guard\":\"for-update\",\"qty\":5}", sku);
     assert_int_equal(deduct_status(1, body), 200);
     it_audit_json(1, sku, &a);
@@ -288,7 +288,7 @@ static void test_cart_counts(void **state)
     assert_int_equal(seed_limit("Lim-cart-a", 10, 2), 200);
     assert_int_equal(seed_limit("Lim-cart-b", 10, 0), 200);
     const char *cart = "{\"lines\":[{\"sku\":\"Lim-cart-a\",\"qty\":%d},{\"sku\":\"Lim-cart-b\","
-                       "\"qty\":3}],\"user_id\":\"u3\",\"order_id\":\"cart-%d\",\"guard\":"
+                       "\"qty\":3}],\"user_id\":\"u3\",\"order_id\":\"lim-cart-%d\",\"guard\":"
                        "\"conditional-update\"}";
     char body[400];
     snprintf(body, sizeof(body), cart, 2, 1);

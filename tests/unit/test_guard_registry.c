@@ -161,10 +161,10 @@ static void test_capabilities_derived(void **state)
     static const struct { const char *name; int lease, redis_stock, write_behind, carts,
                           check; } want[] = {
         {"none", 0, 0, 0, 1, 0},          {"mutex", 0, 0, 0, 1, 0},
-        {"redis-lock", 1, 0, 0, 0, 0},    {"segmented", 1, 1, 0, 0, 0},
-        {"redis-decr", 0, 1, 0, 0, 0},    {"redlock", 1, 0, 0, 0, 1},
-        {"lock-table", 1, 0, 0, 0, 0},    {"redis-stream", 0, 1, 1, 0, 0},
-        {"zookeeper", 0, 0, 0, 0, 1},     {"etcd", 1, 0, 0, 0, 1},
+        {"redis-lock", 1, 0, 0, 1, 0},    {"segmented", 1, 1, 0, 0, 0},
+        {"redis-decr", 0, 1, 0, 0, 0},    {"redlock", 1, 0, 0, 1, 1},
+        {"lock-table", 1, 0, 0, 1, 0},    {"redis-stream", 0, 1, 1, 1, 0},
+        {"zookeeper", 0, 0, 0, 1, 1},     {"etcd", 1, 0, 0, 1, 1},
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         json_t *g = guard_json(guard_find(want[i].name));
