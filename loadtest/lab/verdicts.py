@@ -17,6 +17,8 @@ def verdict(c):
     if c.get("status") != "ok":
         return f"error: {c.get('reason', '')}"
     rp = c.get("repeat") or {}
+    if c.get("holds") and rp.get("n", 1) <= 1:
+        return holds_text(c)
     if rp.get("n", 1) > 1:
         return repeat_verdict(c, rp)
     parts = []
@@ -32,6 +34,24 @@ def verdict(c):
     if c["consistent"]:
         return "consistent"
     return f"inconsistent (stock {c['stock_left']})"
+
+
+def holds_text(c):
+    """A holds cell's verdict in words (lab.holds fills c["holds"])."""
+    n = c["holds"]
+    parts = []
+    if c["oversold"]:
+        parts.append(f"oversold {c['oversold']} units")
+    if n["late_confirms"]:
+        parts.append(f"{len(n['late_confirms'])} late confirm(s) on units given back")
+    if n["live_after"] or n["expired_unswept"]:
+        parts.append(f"stranded: {n['live_after']} held, {n['expired_unswept']} expired unswept "
+                     "after the sweep")
+    if not n["exact"]:
+        parts.append("initial != stock + sold + held")
+    if not n["answers_match"]:
+        parts.append(f"{n['answered_sales']} confirms answered 200, ledger {c['sold']}")
+    return ", ".join(parts) if parts else "held"
 
 
 def verdict_class(c):
