@@ -11,6 +11,7 @@ import random
 import time
 
 from .cell import run_prefix
+from .faultplan import HOLD_FAULTS, PLAN
 from .net import http_json
 
 SWEEP_WAIT_S = 15     # longest wait past the last deadline for the sweepers
@@ -99,7 +100,39 @@ def confirm_all(pool, urls, ids, cfields, ans, what):
     return list(pool.map(lambda a: one(*a), enumerate(ids)))
 
 
+def plan_fault_cell(c):
+    """A hold-* fault cell takes its holds figures from the fault's PLAN."""
+    p = PLAN[c["fault"]]
+    c.update({"kind": "holds", "stock": p["stock"], "requests": p["buyers"], "concurrency": POOL,
+              "ttl_ms": p["ttl_ms"], "pay_pct": p["pay_pct"], "late_pct": p["late_pct"]})
+
+
+def inject(c, stack, urls, sku, t0, log):
+    """The cell's fault, once every reserve is answered and before any
+    confirm: (the instances to talk to from now on, its event, whether
+    inventory-1 must be started again)."""
+    f = c.get("fault")
+    if f not in HOLD_FAULTS:
+        return urls, None, False
+    t = round(time.monotonic() - t0, 2)
+    if f == "hold-crash":
+        stack.kill("inventory-1")
+        what = "kill -9 inventory-1 with live holds"
+    elif f == "hold-sigterm":
+        stack.stop("inventory-1")
+        what = "SIGTERM inventory-1 (drained) with live holds"
+    else:
+        st, j = http_json("PUT", f"{urls[1]}/inventory/{sku}", {"stock": c["stock"]})
+        if st != 200:
+            raise RuntimeError(f"reseeding {sku} through inventory-2 answered {st}: {j}")
+        what = "reseed (same stock) through inventory-2 with live holds"
+    log.write(f"holds cell {c['cell']}: {what} at {t} s\n")
+    return urls[1:], {"t": t, "what": what, "kind": "fault"}, f != "hold-reseed"
+
+
 def run_holds_cell(c, sc, stack, run_id, work, log):
+    if c.get("fault") in HOLD_FAULTS:
+        plan_fault_cell(c)
     prefix = run_prefix(run_id, c)
     sku = f"{sc['sku_prefix']}-{prefix}"
     c["sku"] = sku
@@ -111,25 +144,33 @@ def run_holds_cell(c, sc, stack, run_id, work, log):
     rng = random.Random(c.get("seed") or 1)
     ans = Answers()
     ids = [f"{prefix}-h{i}" for i in range(c["requests"])]
-    audit_url = f"{urls[0]}/inventory/{sku}/audit"
     t0 = time.monotonic()
-    with concurrent.futures.ThreadPoolExecutor(max_workers=min(POOL, c["concurrency"])) as pool:
-        first = buyer_round(pool, urls, sku, ids, c, rfields, cfields, ans, confirm=False)
-        held = {o: j for o, (s, j) in first.items() if s == 200 and j.get("held")}
-        refused = [o for o, (s, j) in first.items() if s == 409 and j.get("error") == "out_of_stock"]
-        role = roles(sorted(held), c["pay_pct"], c["late_pct"], rng)
-        pay = [o for o in sorted(held) if role[o] == "pay"]
-        late = [o for o in sorted(held) if role[o] == "late"]
-        paid = confirm_all(pool, urls, pay, cfields, ans, "confirm")
-        last_ms = max((j.get("expires_at_ms", 0) for j in held.values()), default=0)
-        swept, past_s = wait_swept(audit_url, last_ms)
-        log.write(f"holds cell {c['cell']}: {len(held)} held, {len(pay)} paid, swept "
-                  f"{past_s} s past the last deadline: {swept}\n")
-        # The buyers refused at first buy the units given back while the late
-        # payers pay: a late payment must not take a unit someone bought since.
-        again, late_ans = second_round(pool, urls, sku, refused, late, c, rfields, cfields, ans, rng)
-    a, _ = wait_swept(audit_url, 0)
-    fill_cell(c, a, ans, held, paid, late_ans, again, past_s, time.monotonic() - t0)
+    restart = False
+    try:
+        with concurrent.futures.ThreadPoolExecutor(max_workers=min(POOL, c["concurrency"])) as pool:
+            first = buyer_round(pool, urls, sku, ids, c, rfields, cfields, ans, confirm=False)
+            urls, event, restart = inject(c, stack, urls, sku, t0, log)
+            audit_url = f"{urls[0]}/inventory/{sku}/audit"
+            held = {o: j for o, (s, j) in first.items() if s == 200 and j.get("held")}
+            refused = [o for o, (s, j) in first.items() if s == 409 and j.get("error") == "out_of_stock"]
+            role = roles(sorted(held), c["pay_pct"], c["late_pct"], rng)
+            pay = [o for o in sorted(held) if role[o] == "pay"]
+            late = [o for o in sorted(held) if role[o] == "late"]
+            paid = confirm_all(pool, urls, pay, cfields, ans, "confirm")
+            last_ms = max((j.get("expires_at_ms", 0) for j in held.values()), default=0)
+            swept, past_s = wait_swept(audit_url, last_ms)
+            log.write(f"holds cell {c['cell']}: {len(held)} held, {len(pay)} paid, swept "
+                      f"{past_s} s past the last deadline: {swept}\n")
+            # The buyers refused at first buy the units given back while the late
+            # payers pay: a late payment must not take a unit someone bought since.
+            again, late_ans = second_round(pool, urls, sku, refused, late, c, rfields, cfields, ans, rng)
+        a, _ = wait_swept(audit_url, 0)
+        fill_cell(c, a, ans, held, paid, late_ans, again, past_s, time.monotonic() - t0)
+        if event:
+            c.update({"measured": c["holds"]["verdict"], "events": [event], "recovery": []})
+    finally:
+        if restart:
+            stack.start("inventory-1", check=False)
 
 
 def second_round(pool, urls, sku, refused, late, c, rfields, cfields, ans, rng):

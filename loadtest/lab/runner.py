@@ -19,7 +19,7 @@ from .faults import FaultRunner
 from . import guardinfo
 from .machine import git_rev, machine_info
 from .net import http_json
-from .faultplan import FAULTS
+from .faultplan import FAULTS, HOLD_FAULTS
 from .scenario import ScenarioError, expand_cells, parse_scenario, resolve_scenario
 from .verdicts import aggregate_runs, matrix_of, measured_text, recover_text, verdict
 
@@ -46,6 +46,10 @@ def cell_tag(c, n):
 def run_one(c, sc, stack, faults, run_id, loadgen, out, log):
     """One run of one cell, in place: status ok | skipped | error."""
     try:
+        if c.get("fault") in HOLD_FAULTS:
+            stack.up(2)
+            run_holds_cell(c, sc, stack, run_id, out, log)
+            return
         if c.get("fault"):
             if faults is None:
                 raise CellSkip("fault scenarios need a stack driver with fault verbs "
@@ -146,7 +150,7 @@ def measure(sc, stack, loadgen, out, repeat, log, fault_repeat=None, seed=1):
                 c.update({"status": "skipped", "reason": "guard not in this build"})
                 print(f"{tag}: skipped: guard '{c['guard']}' not in this build", flush=True)
                 continue
-            if c.get("kind") == "holds" and c["guard"] not in reserving:
+            if (c.get("kind") == "holds" or c.get("fault") in HOLD_FAULTS) and c["guard"] not in reserving:
                 c.update({"status": "skipped", "reason": "guard does not reserve (GET /guards: holds false)"})
                 print(f"{tag}: skipped: {c['reason']}", flush=True)
                 continue

@@ -63,6 +63,10 @@ def verdict_class(c):
 def measured_text(c):
     if c.get("status") != "ok":
         return "-"
+    if c.get("holds"):
+        n = c["holds"]
+        return (f"{holds_text(c)}; held {n['held']}, paid {n['paid']}, expired {n['expired']}, "
+                f"late refused {n['late_refused']}, late fresh {n['late_fresh']}, resold {n['resold']}")
     parts = [f"oversold {c['oversold']}", f"lost {c['lost_updates']}", f"fenced {c.get('fenced', 0)}",
              f"503 {c.get('n503', 0)}"]
     h = c.get("holder") or {}

@@ -4,7 +4,9 @@
 # 1000 ms) on its OWN embedded stack in a temp folder on a free port base,
 # always torn down. The guards that reserve must hold (audit exact, nothing
 # stranded, every 200 confirm a ledger unit, late payers refused or served
-# fresh units); confirm_check none must oversell.
+# fresh units); confirm_check none must oversell. Then one hold-crash cell:
+# inventory-1 killed (SIGKILL) with live holds, which inventory-2 confirms or
+# expires: held, audit exact.
 # Exit 0 pass, 77 skip (no python3/jq), 1 fail.
 set -u
 name=test_holds_scenario
@@ -76,6 +78,23 @@ h=$(jq -c '.holds' <<< "$c")
 grep -q '^## Holds' "$tmp/out/report.md" || fail "report.md has no Holds table"
 grep -q '^| confirm-none | 2 | 20 | 40 | 1000 |' "$tmp/out/report.md" || fail "report.md holds row for confirm-none"
 grep -q 'table class="holds"' "$tmp/out/report.html" || fail "report.html has no holds table"
+cat > "$tmp/crash.conf" <<'CONF'
+name        = hold-crash-tiny
+fault       = hold-crash
+guards      = conditional-update
+CONF
+LAB_PORT_BASE="$base" LAB_BUILD="$BUILD" LAB_BIN_DIR="$BUILD/bin" LAB_MYSQL_FLUSH=2 LAB_WAIT_S=60 \
+    timeout 300 python3 "$ROOT/loadtest/compare" --scenario "$tmp/crash.conf" --seed 7 \
+    --out "$tmp/out2" --dir "$tmp/stack" > "$tmp/compare2.out" 2>&1
+rc=$?
+cat "$tmp/compare2.out"
+[ "$rc" = 0 ] || fail "compare (hold-crash) exited $rc"
+c=$(jq -c '.cells[0]' "$tmp/out2/results.json")
+[ "$(jq -r '.expected + " " + .measured' <<< "$c")" = "held held" ] || fail "hold-crash: $c"
+[ "$(jq -r '.events[0].what' <<< "$c")" = "kill -9 inventory-1 with live holds" ] || fail "hold-crash: no kill: $c"
+h=$(jq -c '.holds' <<< "$c")
+[ "$(jq '.held == 40 and .paid == 28 and .expired == 12 and .live_after == 0 and .expired_unswept == 0 and .exact and .answers_match' <<< "$h")" = true ] \
+    || fail "hold-crash: holds not confirmed or expired through inventory-2: $h"
 if [ -d "$tmp/stack/pids" ] && [ -n "$(ls "$tmp/stack/pids")" ]; then
     fail "compare left processes: $(ls "$tmp/stack/pids")"
 fi

@@ -80,6 +80,13 @@ class RenderTest(unittest.TestCase):
         self.assertIn('<table class="holds">', h)
         self.assertIn('<tr id="holds-2">', h)
 
+    def test_hold_fault_cell_says_what_is_stranded(self):
+        from lab.verdicts import measured_text
+        c = holds_cell(1, "hold-crash/for-update", "broke", "held")
+        c["holds"].update({"expired_unswept": 6, "live_after": 0})
+        c.update({"fault": "hold-crash", "measured": "broke"})
+        self.assertTrue(measured_text(c).startswith("stranded: 0 held, 6 expired unswept after the sweep"))
+
     def test_markdown(self):
         md = render_md(sample())
         self.assertIn("| `conditional-update` | consistent | consistent |", md)

@@ -78,6 +78,13 @@ class ScenarioTest(unittest.TestCase):
                           ("cn", "holds", 900, 70, 10, "broke")])
         self.assertEqual(cells[2]["fields"], {"confirm_check": "none"})
 
+    def test_holds_faults_file_expands_the_hold_faults(self):
+        cells = expand_cells(parse_scenario(resolve_scenario("holds-faults")), None)
+        self.assertEqual([c["label"] for c in cells],
+                         [f"{f}/{g}" for f in ("hold-crash", "hold-sigterm", "hold-reseed")
+                          for g in ("conditional-update", "redis-lock")])
+        self.assertEqual({c["expected"] for c in cells}, {"held"})
+
     def test_all_uses_the_build(self):
         sc = parse_scenario(self.write("all", "guards = all\ninstances = 2\n"))
         self.assertEqual([c["guard"] for c in expand_cells(sc, ["none", "mutex"])], ["none", "mutex"])
