@@ -7,7 +7,10 @@ plus the cell's option values. No stack, no I/O here."""
 from . import guardinfo
 
 FAULTS = ("pause", "crash", "failover", "restart", "reseed", "sigterm", "stall", "skew", "starve",
-          "netdelay")
+          "netdelay", "hold-crash", "hold-sigterm", "hold-reseed")
+# The faults of a holds cell (lab.holds: reserve, pay in time / late /
+# never, resale), injected between the reserve round and the confirms.
+HOLD_FAULTS = ("hold-crash", "hold-sigterm", "hold-reseed")
 
 # Options other branches add: an invalid value of each must be refused
 # (400) by a build that has it.
@@ -47,6 +50,15 @@ PLAN = {
     # netdelay: holder in at 1.0 (hold 2500 ms), what inventory-1 sends to
     # MySQL (to Redis for redis-lock) held NETDELAY_S from 1.5 to 4.5.
     "netdelay": {"duration": 10, "rate": 10, "buyers": [2], "stock": 100000},
+    # hold-*: a holds cell (lab.holds) of `buyers` buyers of `stock` units,
+    # ttl_ms 1500, 70% pay, 10% late, round-robin over both instances; once
+    # every reserve is answered (the holds live), inventory-1 is killed
+    # (SIGKILL) / stopped (SIGTERM, drained) / the SKU reseeded to the same
+    # stock through inventory-2, and everything after goes to inventory-2;
+    # inventory-1 is started again after the audit.
+    "hold-crash": {"buyers": 80, "stock": 40, "ttl_ms": 1500, "pay_pct": 70, "late_pct": 10},
+    "hold-sigterm": {"buyers": 80, "stock": 40, "ttl_ms": 1500, "pay_pct": 70, "late_pct": 10},
+    "hold-reseed": {"buyers": 80, "stock": 40, "ttl_ms": 1500, "pay_pct": 70, "late_pct": 10},
 }
 
 # stall: how long the process stops after the check, per guard: past the
@@ -314,6 +326,18 @@ VERDICTS = [
      "it read: a lost update. fencing holds"),
     ("starve", {}, "held",
      "not a cell: {g} has no lease watchdog to starve (a starved holder is a slow one: see pause)"),
+
+    ("hold-crash", {}, "held",
+     "a hold is a row in MySQL, not a promise of the instance that took it: the holds reserved "
+     "through the killed inventory-1 are confirmed on inventory-2 or expire through its sweeper "
+     "(any instance sweeps); the audit stays exact and nothing is stranded"),
+    ("hold-sigterm", {}, "held",
+     "inventory-1 drains and stops with live holds; they are MySQL rows, so inventory-2 confirms "
+     "them or its sweeper expires them; the audit stays exact and nothing is stranded"),
+    ("hold-reseed", {}, "held",
+     "the reseed deletes the SKU's live holds (their units are in the new stock): their confirms "
+     "answer 404 unknown_order, late or not, the refused buyers buy the new stock, and the audit "
+     "of the new seed is exact with nothing held"),
 ]
 
 # (fault, when, clause): added to the why of a held sigterm or restart cell

@@ -13,17 +13,19 @@ import time
 
 from . import ROOT
 from .cell import run_cell
+from .holds import run_holds_cell
 from .drivers import CellSkip, LocalStack
 from .faults import FaultRunner
 from . import guardinfo
 from .machine import git_rev, machine_info
 from .net import http_json
-from .faultplan import FAULTS
+from .faultplan import FAULTS, HOLD_FAULTS
 from .scenario import ScenarioError, expand_cells, parse_scenario, resolve_scenario
 from .verdicts import aggregate_runs, matrix_of, measured_text, recover_text, verdict
 
 SCENARIO_KEYS = ("name", "description", "guards", "instances", "path", "stock", "requests",
-                 "concurrency", "threads", "hold_ms", "rate", "timeout", "fields", "variants", "fault")
+                 "concurrency", "threads", "hold_ms", "rate", "timeout", "fields", "variants", "fault",
+                 "kind", "ttl_ms", "pay_pct", "late_pct")
 
 
 class StackDown(Exception):
@@ -33,6 +35,9 @@ class StackDown(Exception):
 def cell_tag(c, n):
     if c.get("fault"):
         return f"[{c['cell']}/{n}] {c['label']}"
+    if c.get("kind") == "holds":
+        return (f"[{c['cell']}/{n}] holds {c['label']} x{c['instances']} stock {c['stock']} "
+                f"buyers {c['requests']} ttl {c['ttl_ms']} ms")
     return (f"[{c['cell']}/{n}] {c['label']} x{c['instances']} {c['path']} "
             f"stock {c['stock']} req {c['requests']} conn {c['concurrency']} hold {c['hold_ms']}"
             f"{' rate ' + str(c['rate']) if c['rate'] else ''}")
@@ -41,6 +46,10 @@ def cell_tag(c, n):
 def run_one(c, sc, stack, faults, run_id, loadgen, out, log):
     """One run of one cell, in place: status ok | skipped | error."""
     try:
+        if c.get("fault") in HOLD_FAULTS:
+            stack.up(2)
+            run_holds_cell(c, sc, stack, run_id, out, log)
+            return
         if c.get("fault"):
             if faults is None:
                 raise CellSkip("fault scenarios need a stack driver with fault verbs "
@@ -48,6 +57,9 @@ def run_one(c, sc, stack, faults, run_id, loadgen, out, log):
             faults.run(c)
             return
         stack.up(c["instances"])
+        if c.get("kind") == "holds":
+            run_holds_cell(c, sc, stack, run_id, out, log)
+            return
         if c["path"] == "order":
             stack.ensure_order()
         run_cell(c, sc, stack, run_id, loadgen, out, log)
@@ -66,6 +78,11 @@ def run_line(c):
     if c.get("fault"):
         return (f"expected {c['expected']}, measured {c['measured']} ({measured_text(c)}); "
                 f"recover {recover_text(c)}")
+    if c.get("holds"):
+        n = c["holds"]
+        return (f"expected {c['expected']}, measured {n['verdict']} ({verdict(c)}); held {n['held']}, "
+                f"paid {n['paid']}, expired {n['expired']}, late refused {n['late_refused']}, "
+                f"late fresh {n['late_fresh']}, late stale {n['late_stale']}, resold {n['resold']}")
     return f"{verdict(c)}, {c['ok_per_s']} ok/s, p99 {c['latency_ms']['p99']} ms"
 
 
@@ -123,7 +140,8 @@ def measure(sc, stack, loadgen, out, repeat, log, fault_repeat=None, seed=1):
         api = {g["name"]: g for g in gj.get("guards", [])} if st == 200 else {}
         if api:
             guardinfo.load(list(api.values()))   # the plan's capabilities: this build's
-        cells = expand_cells(sc, available)
+        reserving = [g["name"] for g in gj.get("guards", []) if g.get("holds")] if st == 200 else []
+        cells = expand_cells(sc, reserving if sc.get("kind") == "holds" else available)
         print(f"compare: guards in this build: {' '.join(available)}; {len(cells)} cells"
               f"{f', {repeat} runs each' if repeat > 1 else ''}", flush=True)
         for c in cells:
@@ -131,6 +149,10 @@ def measure(sc, stack, loadgen, out, repeat, log, fault_repeat=None, seed=1):
             if c["guard"] not in available:
                 c.update({"status": "skipped", "reason": "guard not in this build"})
                 print(f"{tag}: skipped: guard '{c['guard']}' not in this build", flush=True)
+                continue
+            if (c.get("kind") == "holds" or c.get("fault") in HOLD_FAULTS) and c["guard"] not in reserving:
+                c.update({"status": "skipped", "reason": "guard does not reserve (GET /guards: holds false)"})
+                print(f"{tag}: skipped: {c['reason']}", flush=True)
                 continue
             runs = []
             n = (fault_repeat or repeat) if c.get("fault") else repeat

@@ -22,8 +22,13 @@ LIST_INT_KEYS = {
     "hold_ms": (0, 10_000),
     "rate": (0, 10_000_000),
 }
-SCALAR_INT_KEYS = {"threads": (1, 256), "timeout": (1, 3600)}
-TEXT_KEYS = {"name", "description", "sku_prefix", "mysql"}
+SCALAR_INT_KEYS = {"threads": (1, 256), "timeout": (1, 3600),
+                   # kind = holds (lab.holds): the hold's ttl, and who pays when
+                   "ttl_ms": (100, 60_000), "pay_pct": (0, 100), "late_pct": (0, 100)}
+TEXT_KEYS = {"name", "description", "sku_prefix", "mysql", "kind"}
+KINDS = ("load", "holds")
+# Body fields whose value makes a holds cell the broken pattern.
+HOLDS_BROKEN = {"confirm_check": "none"}
 MYSQL_MODES = ("single", "galera3")
 REPEAT_KEYS = {"variant", "field"}
 # Keys a variant may override instead of sending them in the body.
@@ -37,6 +42,7 @@ DEFAULTS = {
     "instances": [2], "path": ["direct"], "stock": [1000], "requests": [2000],
     "concurrency": [32], "hold_ms": [0], "rate": [0], "threads": 2, "timeout": 10,
     "sku_prefix": "CMP", "mysql": "single",
+    "kind": "load", "ttl_ms": 1500, "pay_pct": 70, "late_pct": 10,
 }
 
 
@@ -123,6 +129,8 @@ def parse_scenario(path):
             elif key in TEXT_KEYS:
                 if key == "sku_prefix" and not re.fullmatch(r"[A-Za-z0-9_-]{1,20}", value):
                     fail("sku_prefix must be 1..20 of A-Z a-z 0-9 _ -")
+                if key == "kind" and value not in KINDS:
+                    fail(f"kind must be one of {', '.join(KINDS)}, got '{value}'")
                 if key == "mysql" and value not in MYSQL_MODES:
                     fail(f"mysql must be one of {', '.join(MYSQL_MODES)}, got '{value}'")
                 sc[key] = value
@@ -197,6 +205,7 @@ def parse_scenario(path):
     if "guards" not in sc and not sc["variants"] and not (sc.get("fault") and len(sc["fault"]) > 1):
         last = len(lines) - (1 if lines and lines[-1] == "" else 0)
         raise ScenarioError(f"{path}:{max(last, 1)}: no 'guards' and no 'variant' lines: nothing to run")
+    check_holds(sc, seen, path)
     for k, v in DEFAULTS.items():
         sc.setdefault(k, v)
     sc.setdefault("guards", [])
@@ -204,6 +213,34 @@ def parse_scenario(path):
     sc.setdefault("name", os.path.splitext(os.path.basename(path))[0])
     sc.setdefault("description", "")
     return sc
+
+
+def check_holds(sc, seen, path):
+    """kind = holds: its keys make sense together; the holds keys belong to it."""
+    holds = sc.get("kind") == "holds"
+    for k in ("ttl_ms", "pay_pct", "late_pct"):
+        if k in sc and not holds:
+            raise ScenarioError(f"{path}:{seen[k]}: '{k}' belongs to kind = holds")
+    if not holds:
+        return
+    for k in ("fault", "path", "rate", "hold_ms"):
+        if k in sc and k in seen:
+            raise ScenarioError(f"{path}:{seen[k]}: '{k}' is not a holds scenario's key")
+    if sc.get("mysql", "single") != "single":
+        raise ScenarioError(f"{path}:{seen['mysql']}: a holds scenario runs on one MySQL server")
+    if sc.get("pay_pct", 70) + sc.get("late_pct", 10) > 100:
+        raise ScenarioError(f"{path}:{seen.get('late_pct', seen.get('pay_pct'))}: "
+                            "pay_pct + late_pct must be at most 100")
+
+
+def holds_expect(fields):
+    """(expected verdict, why) of a holds cell."""
+    for k, v in HOLDS_BROKEN.items():
+        if fields.get(k) == v:
+            return "broke", (f"{k}:{v} confirms a late payment without looking at the deadline or at "
+                             "whether its units went back: a swept and resold unit is sold twice")
+    return "held", ("the confirm is one conditional transition inside the stock's transaction: a late "
+                    "payment takes fresh units or gets 409 hold_expired")
 
 
 def resolve_scenario(arg):
@@ -271,6 +308,10 @@ def expand_cells(sc, available):
             fields = dict(sc["fields"])
             fields.update(row["fields"])
             c["fields"] = fields
+            if sc.get("kind") == "holds":
+                c.update({"kind": "holds", "ttl_ms": sc["ttl_ms"], "pay_pct": sc["pay_pct"],
+                          "late_pct": sc["late_pct"]})
+                c["expected"], c["expected_why"] = holds_expect(fields)
             cells.append(c)
     for i, c in enumerate(cells, 1):
         c["cell"] = i

@@ -17,6 +17,8 @@ def verdict(c):
     if c.get("status") != "ok":
         return f"error: {c.get('reason', '')}"
     rp = c.get("repeat") or {}
+    if c.get("holds") and rp.get("n", 1) <= 1:
+        return holds_text(c)
     if rp.get("n", 1) > 1:
         return repeat_verdict(c, rp)
     parts = []
@@ -34,6 +36,24 @@ def verdict(c):
     return f"inconsistent (stock {c['stock_left']})"
 
 
+def holds_text(c):
+    """A holds cell's verdict in words (lab.holds fills c["holds"])."""
+    n = c["holds"]
+    parts = []
+    if c["oversold"]:
+        parts.append(f"oversold {c['oversold']} units")
+    if n["late_confirms"]:
+        parts.append(f"{len(n['late_confirms'])} late confirm(s) on units given back")
+    if n["live_after"] or n["expired_unswept"]:
+        parts.append(f"stranded: {n['live_after']} held, {n['expired_unswept']} expired unswept "
+                     "after the sweep")
+    if not n["exact"]:
+        parts.append("initial != stock + sold + held")
+    if not n["answers_match"]:
+        parts.append(f"{n['answered_sales']} confirms answered 200, ledger {c['sold']}")
+    return ", ".join(parts) if parts else "held"
+
+
 def verdict_class(c):
     if c.get("status") != "ok":
         return "skip"
@@ -43,6 +63,10 @@ def verdict_class(c):
 def measured_text(c):
     if c.get("status") != "ok":
         return "-"
+    if c.get("holds"):
+        n = c["holds"]
+        return (f"{holds_text(c)}; held {n['held']}, paid {n['paid']}, expired {n['expired']}, "
+                f"late refused {n['late_refused']}, late fresh {n['late_fresh']}, resold {n['resold']}")
     parts = [f"oversold {c['oversold']}", f"lost {c['lost_updates']}", f"fenced {c.get('fenced', 0)}",
              f"503 {c.get('n503', 0)}"]
     h = c.get("holder") or {}

@@ -48,3 +48,19 @@ def results(cells, name="fixture"):
                          "concurrency": [32], "threads": 2, "hold_ms": [2], "rate": [0],
                          "timeout": 10, "fields": {}, "variants": [], "fault": []},
             "cells": cells}
+
+
+def holds_cell(n, label, measured, expected, oversold=0, late_stale=0, late_refused=2):
+    """A holds cell (lab.holds) as the runner writes it."""
+    sold = 20 + oversold
+    c = load_cell(n, label, 2, sold, oversold, oversold, measured == "held", sold)
+    c.update({"kind": "holds", "ttl_ms": 1000, "pay_pct": 70, "late_pct": 10, "stock": 20,
+              "requests": 40, "expected": expected, "expected_why": "because",
+              "audit_why": "" if measured == "held" else "holds confirmed after their deadline",
+              "holds": {"buyers": 40, "held": 20, "paid": 14, "expired": 6, "late": 2,
+                        "late_refused": late_refused, "late_fresh": 0, "late_stale": late_stale,
+                        "resold": 6, "second_buyers": 20, "errors": 0, "live_after": 0,
+                        "expired_unswept": 0, "late_confirms": ["o-1"] * late_stale,
+                        "answered_sales": sold, "exact": oversold == 0, "answers_match": True,
+                        "swept_after_s": 0.3, "verdict": measured}})
+    return c

@@ -9,7 +9,7 @@ import re
 import tempfile
 import unittest
 
-from fixtures import fault_cell, load_cell, results
+from fixtures import fault_cell, holds_cell, load_cell, results
 from lab.render import render_dir
 from lab.render.html import render_html
 from lab.render.md import render_md
@@ -62,6 +62,30 @@ class RenderTest(unittest.TestCase):
         self.assertIn("## Which guard? The decision matrix", md)
         self.assertIn("| `redis-lock` |", md)
         self.assertIn("lost_updates: r-1-7 r-1-8", md)
+
+    def test_holds_table(self):
+        res = results([holds_cell(1, "for-update", "held", "held"),
+                       holds_cell(2, "for-update/confirm-none", "broke", "broke", oversold=2,
+                                  late_stale=2, late_refused=0)])
+        res["matrix"] = matrix_of(res["cells"])
+        md = render_md(res)
+        self.assertIn("## Holds", md)
+        self.assertIn("| for-update | 2 | 20 | 40 | 1000 | 20 | 14 | 6 | 2 | 0 | 0 | 6 | 20 | 0 | 0 | 0 | 0 "
+                      "| yes | yes | held | held |", md)
+        self.assertIn("| for-update/confirm-none | 2 | 20 | 40 | 1000 | 20 | 14 | 6 | 0 | 0 | 2 | 6 | 22 | 2 "
+                      "| 0 | 0 | 2 | no | yes | broke | broke |", md)
+        self.assertIn("oversold 2 units, 2 late confirm(s) on units given back", md)
+        self.assertEqual(res["matrix"]["for-update/confirm-none"]["N instances"]["verdict"], "broke")
+        h = render_html(res)
+        self.assertIn('<table class="holds">', h)
+        self.assertIn('<tr id="holds-2">', h)
+
+    def test_hold_fault_cell_says_what_is_stranded(self):
+        from lab.verdicts import measured_text
+        c = holds_cell(1, "hold-crash/for-update", "broke", "held")
+        c["holds"].update({"expired_unswept": 6, "live_after": 0})
+        c.update({"fault": "hold-crash", "measured": "broke"})
+        self.assertTrue(measured_text(c).startswith("stranded: 0 held, 6 expired unswept after the sweep"))
 
     def test_markdown(self):
         md = render_md(sample())

@@ -22,6 +22,13 @@ BAD = [
     ("faults-with-guards", "fault = pause crash\nguards = none\n", 1, "own files"),
     ("nothing", "# only\nstock = 5\n", 2, "nothing to run"),
     ("bad-mysql", "guards = none\nmysql = galera5\n", 2, "mysql must be one of single, galera3"),
+    ("bad-kind", "guards = none\nkind = hold\n", 2, "kind must be one of load, holds"),
+    ("ttl-without-holds", "guards = none\nttl_ms = 1000\n", 2, "'ttl_ms' belongs to kind = holds"),
+    ("holds-with-fault", "kind = holds\nfault = crash\nguards = none\n", 2, "not a holds scenario's key"),
+    ("holds-with-path", "kind = holds\nguards = none\npath = order\n", 3, "not a holds scenario's key"),
+    ("holds-pct", "kind = holds\nguards = none\npay_pct = 95\nlate_pct = 10\n", 4,
+     "pay_pct + late_pct must be at most 100"),
+    ("holds-ttl-range", "kind = holds\nguards = none\nttl_ms = 50\n", 3, "ttl_ms must be 100..60000"),
 ]
 
 
@@ -59,6 +66,24 @@ class ScenarioTest(unittest.TestCase):
         self.assertEqual(len(v), 2)
         self.assertEqual(v[0]["hold_ms"], 250)
         self.assertEqual(v[0]["fields"], {"lock_wait_ms": 100, "watchdog": False})
+
+    def test_holds_cells_carry_their_expectation(self):
+        p = self.write("h", "kind = holds\nguards = all\nttl_ms = 900\n"
+                       "variant = cn : guard=for-update confirm_check=none\n")
+        cells = expand_cells(parse_scenario(p), ["for-update", "redis-lock"])
+        self.assertEqual([(c["label"], c["kind"], c["ttl_ms"], c["pay_pct"], c["late_pct"], c["expected"])
+                          for c in cells],
+                         [("for-update", "holds", 900, 70, 10, "held"),
+                          ("redis-lock", "holds", 900, 70, 10, "held"),
+                          ("cn", "holds", 900, 70, 10, "broke")])
+        self.assertEqual(cells[2]["fields"], {"confirm_check": "none"})
+
+    def test_holds_faults_file_expands_the_hold_faults(self):
+        cells = expand_cells(parse_scenario(resolve_scenario("holds-faults")), None)
+        self.assertEqual([c["label"] for c in cells],
+                         [f"{f}/{g}" for f in ("hold-crash", "hold-sigterm", "hold-reseed")
+                          for g in ("conditional-update", "redis-lock")])
+        self.assertEqual({c["expected"] for c in cells}, {"held"})
 
     def test_all_uses_the_build(self):
         sc = parse_scenario(self.write("all", "guards = all\ninstances = 2\n"))

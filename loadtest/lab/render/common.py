@@ -105,3 +105,45 @@ def md_escape(s):
     return str(s).replace("\\", "\\\\").replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
 
 
+
+
+HOLDS_COLS = [
+    # (header, function of a holds cell's "holds" block and the cell)
+    ("guard", lambda n, c: c["label"]),
+    ("inst", lambda n, c: c["instances"]),
+    ("stock", lambda n, c: c["stock"]),
+    ("buyers", lambda n, c: n["buyers"]),
+    ("ttl ms", lambda n, c: c["ttl_ms"]),
+    ("held", lambda n, c: n["held"]),
+    ("paid", lambda n, c: n["paid"]),
+    ("expired", lambda n, c: n["expired"]),
+    ("late refused", lambda n, c: n["late_refused"]),
+    ("late fresh", lambda n, c: n["late_fresh"]),
+    ("late stale", lambda n, c: n["late_stale"]),
+    ("resold", lambda n, c: n["resold"]),
+    ("sold", lambda n, c: c["sold"]),
+    ("oversold", lambda n, c: c["oversold"]),
+    ("held after", lambda n, c: n["live_after"]),
+    ("expired unswept", lambda n, c: n["expired_unswept"]),
+    ("late confirms", lambda n, c: len(n["late_confirms"])),
+    ("exact", lambda n, c: "yes" if n["exact"] else "no"),
+    ("answers = ledger", lambda n, c: "yes" if n["answers_match"] else "no"),
+    ("expected", lambda n, c: c.get("expected", "-")),
+    ("measured", lambda n, c: n["verdict"]),
+]
+HOLDS_NOTE = ("held = reserves answered held; paid = confirmed within the deadline; expired = held "
+              "but not paid in time (the sweepers give their units back); late refused / late fresh / "
+              "late stale = the late payers' confirms answered 409 hold_expired / 200 on fresh units / "
+              "200 on the swept hold itself (the broken confirm); resold = buyers refused at first who "
+              "reserved and paid for the units given back; sold and oversold from the audit; held after "
+              "/ expired unswept = live and past-deadline holds the audit still counts once the sweepers "
+              "had their time (stranded units); late confirms = the audit's confirms of holds whose "
+              "units had been given back; exact = initial = stock + sold + held; answers = ledger: the "
+              "200 confirms equal the ledger's units. measured held = all of oversold 0, nothing "
+              "stranded, no late confirm, exact, answers = ledger.")
+
+
+def holds_rows(cells):
+    """[(cell, [values])] of the holds cells that ran."""
+    return [(c, [str(f(c["holds"], c)) for _, f in HOLDS_COLS])
+            for c in cells if c.get("status") == "ok" and c.get("holds")]

@@ -4,7 +4,7 @@ no JavaScript)."""
 import json
 
 from ..verdicts import recover_text, verdict, verdict_class
-from .common import E, table_rows, verdict_grid
+from .common import E, HOLDS_COLS, HOLDS_NOTE, holds_rows, table_rows, verdict_grid
 from .charts import charts_html
 from .cluster import cluster_html
 from .history import checker_html, load_checker_sections, valid_class, valid_text
@@ -71,6 +71,7 @@ def render_html(res):
     if res.get("cluster"):
         o += cluster_html(res)
     o += render_faults_html(cells, E)
+    o += render_holds_html(cells)
     lc = load_cells(cells)
     if lc:
         o += load_sections(lc, res)
@@ -132,6 +133,25 @@ def all_cells(cells):
     o.append('<p class="meta">sold = ledger rows; oversold = max(0, sold - initial); lost updates = '
              "sold - (initial - stock); ok/s = successful deductions per second; req/s = all answers per "
              "second; latency from loadgen (open loop: from the intended send time).</p>")
+    return o
+
+
+def render_holds_html(cells):
+    rows = holds_rows(cells)
+    if not rows:
+        return []
+    o = ['<h2>Holds</h2><div class="wide"><table class="holds"><tr>'
+         + "".join(f'<th class="{"l" if h == "guard" else ""}">{E(h)}</th>' for h, _ in HOLDS_COLS) + "</tr>"]
+    for c, r in rows:
+        tds = [f'<td class="l"><code>{E(r[0])}</code></td>'] + [f"<td>{E(x)}</td>" for x in r[1:-1]]
+        cl = "good" if r[-1] == r[-2] else "bad"
+        o.append(f'<tr id="holds-{c["cell"]}">' + "".join(tds) + f'<td class="{cl}">{E(r[-1])}</td></tr>')
+    o.append(f'</table></div><p class="meta">{E(HOLDS_NOTE)}</p><ul>')
+    for c, _ in rows:
+        o.append(f"<li><code>{E(c['label'])}</code>: expected {E(c.get('expected', ''))}: "
+                 f"{E(c.get('expected_why', ''))}"
+                 + (f"; the audit: {E(c['audit_why'])}" if c.get("audit_why") else "") + "</li>")
+    o.append("</ul>")
     return o
 
 

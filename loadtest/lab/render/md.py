@@ -3,7 +3,7 @@
 import json
 
 from ..verdicts import verdict
-from .common import md_escape, table_rows, verdict_grid
+from .common import HOLDS_COLS, HOLDS_NOTE, holds_rows, md_escape, table_rows, verdict_grid
 from .matrix import md_guard_sections, md_matrix
 from .text import fault_rows, FAULT_COLS
 
@@ -25,6 +25,7 @@ def render_md(res):
         from .cluster import cluster_table
         o += ["## On a cluster (MariaDB Galera, 3 nodes)", ""] + cluster_table(res) + [""]
     o += render_faults_md(cells, md_escape)
+    o += render_holds_md(cells)
     rows, cols, grid = verdict_grid([c for c in cells if not c.get("fault")] or cells)
     o += ["## Verdict", "", "| guard | " + " | ".join(md_escape(c) for c in cols) + " |",
           "|---|" + "---|" * len(cols)]
@@ -94,6 +95,25 @@ def render_faults_md(cells, esc):
         if c.get("events"):
             o.append(f"- `{esc(c['label'])}`: " + "; ".join(f"{e['t']:.1f} s {esc(e['what'])}"
                                                           for e in c["events"]))
+    o.append("")
+    return o
+
+
+def render_holds_md(cells):
+    rows = holds_rows(cells)
+    if not rows:
+        return []
+    o = ["## Holds", "", "| " + " | ".join(h for h, _ in HOLDS_COLS) + " |", "|" + "---|" * len(HOLDS_COLS)]
+    for c, r in rows:
+        if r[-1] != r[-2]:
+            r = r[:-1] + [f"**{r[-1]}**"]
+        o.append("| " + " | ".join(md_escape(x) for x in r) + " |")
+    o += ["", md_escape(HOLDS_NOTE), ""]
+    for c, _ in rows:
+        why = f"`{md_escape(c['label'])}`: expected {c.get('expected')}: {md_escape(c.get('expected_why', ''))}"
+        if c.get("audit_why"):
+            why += f"; the audit: {md_escape(c['audit_why'])}"
+        o.append(f"- {why}")
     o.append("")
     return o
 
