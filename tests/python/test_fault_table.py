@@ -17,8 +17,14 @@ SCENARIOS = os.path.join(guardinfo.ROOT, "loadtest", "scenarios")
 
 
 def frozen():
+    """The frozen answers as dicts (the file keeps each as a row
+    [fault, guard, fields, verdict, index into its list of whys])."""
     with open(os.path.join(HERE, "fault_expectations.json")) as f:
-        return json.load(f)
+        d = json.load(f)
+    def cell(r):
+        return {"fault": r[0], "guard": r[1], "fields": r[2], "verdict": r[3],
+                "why": d["whys"][r[4]]}
+    return {k: [cell(r) for r in d[k]] for k in ("plan", "cross")}
 
 
 class FaultTableTest(unittest.TestCase):
