@@ -6,6 +6,9 @@
 --   state:        held | confirmed | released | expired
 --   expires_at:   the DB clock's deadline (NOW(3) + ttl_ms at reserve)
 --   fresh:        1 when a late confirm took new units after the sweep
+--   user_id:      the buyer ('' none); on a SKU with limit_per_user a live
+--                 hold counts in user_purchases as a sale does, and its
+--                 confirm's ledger row carries it
 --   confirmed_at: when the confirm committed (the audit checks it against
 --                 expires_at: a confirm past the deadline of units already
 --                 given back is an oversell)
@@ -18,6 +21,7 @@ CREATE TABLE IF NOT EXISTS holds (
     state        VARCHAR(16)  NOT NULL,
     guard        VARCHAR(32)  NOT NULL,
     instance     VARCHAR(64)  NOT NULL,
+    user_id      VARCHAR(64)  CHARACTER SET ascii COLLATE ascii_bin NOT NULL DEFAULT '',
     created_at   TIMESTAMP(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3),
     expires_at   TIMESTAMP(3) NOT NULL,
     confirmed_at TIMESTAMP(3) NULL DEFAULT NULL,
@@ -25,3 +29,9 @@ CREATE TABLE IF NOT EXISTS holds (
     KEY ix_holds_expiry (state, expires_at),
     KEY ix_holds_sku (sku, state)
 ) ENGINE=InnoDB;
+
+-- A holds table made before user_id: the column added once.
+SET @need := (SELECT COUNT(*) = 0 FROM information_schema.columns WHERE table_schema = 'db_shopping'
+              AND table_name = 'holds' AND column_name = 'user_id');
+SET @ddl := IF(@need, 'ALTER TABLE holds ADD COLUMN user_id VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin NOT NULL DEFAULT '''' AFTER instance', 'DO 0');
+PREPARE st FROM @ddl; EXECUTE st; DEALLOCATE PREPARE st;

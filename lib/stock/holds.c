@@ -6,6 +6,7 @@
 
 #include "base/db.h"
 #include "base/util.h"
+#include "limits.h"
 #include "store.h"
 
 #include <string.h>
@@ -26,7 +27,8 @@ static int commit_as(struct db_conn *db, int result)
 /* The answer to a reserve whose order id has a hold already. */
 static int reserve_repeat(const struct hold_reserve_req *r, const struct hold_row *h)
 {
-    return strcmp(h->sku, r->sku) == 0 && h->qty == r->qty ? HOLD_REPEAT : HOLD_CONFLICT;
+    return strcmp(h->sku, r->sku) == 0 && h->qty == r->qty && strcmp(h->user_id, r->user_id) == 0
+               ? HOLD_REPEAT : HOLD_CONFLICT;
 }
 
 /* An order id that has a hold already (the insert met its key): the
@@ -36,6 +38,22 @@ static int reserve_existing(struct db_conn *db, const struct hold_reserve_req *r
 {
     long long n = store_hold_get(db, r->order_id, 0, h);
     return n < 0 ? (int)n : n == 0 ? DB_ERETRY : reserve_repeat(r, h);
+}
+
+/* The buyer's quota after the stock, as a sale moves them (the stock row,
+ * then user_purchases: one order of locks, no deadlock with the sales).
+ * 1 may commit, else rolled back: HOLD_NO_USER, HOLD_LIMIT_EXCEEDED
+ * (*left: the limit), or DB_E*. */
+static long long reserve_quota(struct db_conn *db, const struct hold_reserve_req *r,
+                               long long *left)
+{
+    long long limit = 0;
+    long long n = stock_limit_cart_line(db, r->sku, r->user_id, r->qty, &limit);
+    if (n == 1)
+        return 1;
+    *left = limit;
+    return undo(db, n == STOCK_LIMIT_NO_USER ? HOLD_NO_USER
+                    : n == STOCK_LIMIT_OVER ? HOLD_LIMIT_EXCEEDED : n);
 }
 
 /* The hold row first, then the stock: twins of one order id queue on the
@@ -49,7 +67,8 @@ static int reserve_once(struct db_conn *db, const struct hold_reserve_req *r,
     *left = 0;
     if ((n = db_begin(db)) < 0)
         return undo(db, n);
-    n = store_hold_insert(db, r->order_id, r->sku, r->qty, r->guard, r->instance, r->ttl_ms);
+    n = store_hold_insert(db, r->order_id, r->sku, r->qty, r->guard, r->instance, r->user_id,
+                          r->ttl_ms);
     if (n == DB_EDUP) {
         db_rollback(db);
         return reserve_existing(db, r, h);
@@ -58,17 +77,16 @@ static int reserve_once(struct db_conn *db, const struct hold_reserve_req *r,
      * meet the sale's ledger row. */
     if (n >= 0 && (n = store_ledger_get(db, r->order_id, 0, &sale)) != 0)
         return undo(db, n < 0 ? n : HOLD_CONFLICT);
-    /* A hold carries no buyer, so a limited SKU's per-user count could not
-     * move with it: refused, never a way around the limit. */
-    long long limit = 0;
-    if (n >= 0 && (n = store_limit_of(db, r->sku, &limit)) > 0 && limit > 0)
-        return undo(db, HOLD_LIMITED);
     if (n < 0 || (n = store_take_if_enough_left(db, r->sku, r->qty, left)) < 0)
         return undo(db, n);
     if (n == 0) {              /* the hold row goes with the rollback */
         n = store_read(db, r->sku, 0, left, &version);
         return undo(db, n < 0 ? n : n == 0 ? HOLD_UNKNOWN_SKU : HOLD_OUT_OF_STOCK);
     }
+    /* A live hold counts against the buyer's limit as a sale does: else a
+     * buyer could hold past it and confirm every hold. */
+    if ((n = reserve_quota(db, r, left)) != 1)
+        return (int)n;
     if ((n = store_hold_get(db, r->order_id, 0, h)) < 0)
         return undo(db, n);
     return commit_as(db, HOLD_HELD);
@@ -101,11 +119,36 @@ static long long confirm_ledger(struct db_conn *db, const char *order_id,
     if (n <= 0)
         return n < 0 ? n : DB_ERR;
     return store_ledger_insert(db, order_id, h->sku, h->qty, *remaining, h->guard, instance,
-                               "");
+                               h->user_id);
+}
+
+/* The units and the quota of a hold back, in the caller's transaction:
+ * the quota moves with the units, so the buyer may hold or buy again. */
+static long long give_back(struct db_conn *db, const struct hold_row *h)
+{
+    long long n = store_add_stock(db, h->sku, h->qty);
+    return n < 0 ? n : stock_limit_give_back(db, h->sku, h->user_id, h->qty);
+}
+
+/* A late confirm's fresh units: the stock taken, then the buyer's quota
+ * charged again (the expiry gave it back). 1 taken; 0 no stock; or
+ * HOLD_LIMIT_EXCEEDED with the stock put back (nothing of the fresh take
+ * stays, the expiry does); or DB_E*. */
+static long long take_fresh(struct db_conn *db, const struct hold_row *h, long long *remaining)
+{
+    long long limit = 0;
+    long long n = store_take_if_enough_left(db, h->sku, h->qty, remaining);
+    if (n <= 0)
+        return n;
+    n = stock_limit_cart_line(db, h->sku, h->user_id, h->qty, &limit);
+    if (n != STOCK_LIMIT_OVER && n != STOCK_LIMIT_NO_USER)
+        return n;
+    n = store_add_stock(db, h->sku, h->qty);
+    return n < 0 ? n : HOLD_LIMIT_EXCEEDED;
 }
 
 /* A hold past its deadline or swept: expire it now when the sweeper has not
- * (its units back), then take new units if there are. */
+ * (its units and quota back), then take new units if there are. */
 static int confirm_late(struct db_conn *db, const char *order_id, const char *instance,
                         struct hold_row *h, long long *remaining)
 {
@@ -113,16 +156,16 @@ static int confirm_late(struct db_conn *db, const char *order_id, const char *in
     if (strcmp(h->state, "held") == 0) {
         if ((n = store_hold_expire(db, order_id)) < 0)
             return undo(db, n);
-        if (n == 1 && (n = store_add_stock(db, h->sku, h->qty)) < 0)
+        if (n == 1 && (n = give_back(db, h)) < 0)
             return undo(db, n);
     }
-    if ((n = store_take_if_enough_left(db, h->sku, h->qty, remaining)) < 0)
+    if ((n = take_fresh(db, h, remaining)) < 0)
         return undo(db, n);
-    if (n == 0)                /* what the expiry gave back stays given back */
-        return commit_as(db, HOLD_EXPIRED);
+    if (n == 0 || n == HOLD_LIMIT_EXCEEDED)   /* what the expiry gave back stays given back */
+        return commit_as(db, n == 0 ? HOLD_EXPIRED : HOLD_LIMIT_EXCEEDED);
     if ((n = store_hold_confirm_fresh(db, order_id)) < 0 ||
         (n = store_ledger_insert(db, order_id, h->sku, h->qty, *remaining, h->guard,
-                                 instance, "")) < 0)
+                                 instance, h->user_id)) < 0)
         return undo(db, n == DB_EDUP ? HOLD_CONFLICT : n);
     h->fresh = 1;
     return commit_as(db, HOLD_CONFIRMED_FRESH);
@@ -150,7 +193,9 @@ int stock_hold_confirm(struct db_conn *db, const char *order_id, const char *ins
     if (n == 0)
         return confirm_late(db, order_id, instance, h, remaining);
     /* DB_EDUP: the order id was sold outright (a deduct) since the reserve:
-     * nothing changes, the hold stays until its release or expiry */
+     * nothing changes, the hold stays until its release or expiry. The
+     * broken confirm of a swept hold charges no quota again either: its
+     * ledger row shows the buyer, so the audit's over_limit sees it. */
     if ((n = confirm_ledger(db, order_id, h, instance, remaining)) < 0)
         return undo(db, n == DB_EDUP ? HOLD_CONFLICT : n);
     return commit_as(db, HOLD_CONFIRMED);
@@ -167,7 +212,7 @@ int stock_hold_release(struct db_conn *db, const char *order_id, struct hold_row
         return undo(db, n);
     if (n == 0)
         return undo(db, HOLD_NOT_HELD);
-    if ((n = store_add_stock(db, h->sku, h->qty)) < 0)
+    if ((n = give_back(db, h)) < 0)
         return undo(db, n);
     return commit_as(db, HOLD_GIVEN_BACK);
 }
@@ -180,7 +225,7 @@ int stock_hold_expire(struct db_conn *db, const char *order_id)
         return undo(db, n);
     if (n == 0 || (n = store_hold_expire(db, order_id)) <= 0)
         return undo(db, n);
-    if ((n = store_add_stock(db, h.sku, h.qty)) < 0)
+    if ((n = give_back(db, &h)) < 0)
         return undo(db, n);
     return commit_as(db, 1);
 }

@@ -24,6 +24,7 @@ struct hold_row {
     long long qty;
     char state[16];            /* held | confirmed | released | expired */
     char guard[33];
+    char user_id[STOCK_ID_MAX + 1];   /* the buyer ("" none): its quota */
     long long expires_at_ms;   /* Unix ms, the DB clock */
     long long past_deadline;   /* 1: expires_at <= NOW(3) when read */
     long long fresh;           /* 1: confirmed late on fresh units */
@@ -43,12 +44,17 @@ enum hold_result {
     HOLD_NOT_HELD,             /* released (or, for release, not held) */
     HOLD_UNKNOWN_ORDER,
     HOLD_GIVEN_BACK,           /* release: the units are back in stock */
-    HOLD_LIMITED,              /* the SKU has a purchase limit: a hold does
-                                * not carry a buyer, so it is not offered */
+    HOLD_NO_USER,              /* the SKU has a purchase limit, no user_id */
+    HOLD_LIMIT_EXCEEDED,       /* the buyer's live holds and sales fill the
+                                * limit (*left: the limit); nothing changed */
 };
 
+/* user_id: the buyer ("" none). On a SKU with limit_per_user > 0 it is
+ * required, and a live hold counts against it as a sale does: the count
+ * (user_purchases) moves in the reserve's transaction and goes back with
+ * a release or an expiry in theirs. */
 struct hold_reserve_req {
-    const char *order_id, *sku, *guard, *instance;
+    const char *order_id, *sku, *guard, *instance, *user_id;
     long long qty, ttl_ms;
 };
 
@@ -60,7 +66,7 @@ int store_hold_get(struct db_conn *db, const char *order_id, int for_update,
 /* A held row expiring ttl_ms from the DB's now: 1, DB_EDUP, or DB_E*. */
 long long store_hold_insert(struct db_conn *db, const char *order_id, const char *sku,
                             long long qty, const char *guard, const char *instance,
-                            long long ttl_ms);
+                            const char *user_id, long long ttl_ms);
 /* held -> confirmed, only before the deadline (check_deadline 1); 0: the
  * broken variant, held or expired -> confirmed whatever the deadline.
  * 1 moved, 0 not, DB_E*. */
@@ -86,13 +92,16 @@ int store_holds_clear(struct db_conn *db, const char *sku);
 
 /* Take r->qty from stock (only while stock >= qty) and write the hold.
  * HOLD_HELD / HOLD_REPEAT (h: the row, the same answer as the first),
- * HOLD_CONFLICT, HOLD_OUT_OF_STOCK (*left), HOLD_UNKNOWN_SKU, or DB_E*. */
+ * HOLD_CONFLICT, HOLD_OUT_OF_STOCK (*left), HOLD_UNKNOWN_SKU, HOLD_NO_USER,
+ * HOLD_LIMIT_EXCEEDED (*left: the limit), or DB_E*. */
 int stock_hold_reserve(struct db_conn *db, const struct hold_reserve_req *r,
                        struct hold_row *h, long long *left);
 /* Confirm order_id's hold as a sale by `instance`: the ledger row is
  * written in the same transaction as held -> confirmed. A hold past its
  * deadline is expired first (its units back), then new units are taken
- * when there are (HOLD_CONFIRMED_FRESH), else HOLD_EXPIRED. check_deadline
+ * when there are (HOLD_CONFIRMED_FRESH, the buyer's quota charged again),
+ * else HOLD_EXPIRED, or HOLD_LIMIT_EXCEEDED when the quota the expiry gave
+ * back was taken meanwhile (the expiry stays committed). check_deadline
  * 0 is the broken variant (confirm_check "none"). *remaining: the stock
  * the sale left. HOLD_CONFLICT (nothing changed): the order id was sold
  * outright since the reserve. */

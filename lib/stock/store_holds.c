@@ -13,30 +13,27 @@ int store_hold_get(struct db_conn *db, const char *order_id, int for_update,
                    struct hold_row *h)
 {
     memset(h, 0, sizeof(*h));
-    long long n = for_update
-        ? db_run(db, "SELECT sku, qty, state, guard, "
-                     "CAST(UNIX_TIMESTAMP(expires_at) * 1000 AS SIGNED), "
-                     "expires_at <= NOW(3), fresh FROM holds WHERE order_id=? FOR UPDATE",
-                 "s", "slsslll", order_id, h->sku, sizeof(h->sku), &h->qty, h->state,
-                 sizeof(h->state), h->guard, sizeof(h->guard), &h->expires_at_ms,
-                 &h->past_deadline, &h->fresh)
-        : db_run(db, "SELECT sku, qty, state, guard, "
-                     "CAST(UNIX_TIMESTAMP(expires_at) * 1000 AS SIGNED), "
-                     "expires_at <= NOW(3), fresh FROM holds WHERE order_id=?",
-                 "s", "slsslll", order_id, h->sku, sizeof(h->sku), &h->qty, h->state,
-                 sizeof(h->state), h->guard, sizeof(h->guard), &h->expires_at_ms,
-                 &h->past_deadline, &h->fresh);
+    const char *sql = for_update
+        ? "SELECT sku, qty, state, guard, user_id, "
+          "CAST(UNIX_TIMESTAMP(expires_at) * 1000 AS SIGNED), "
+          "expires_at <= NOW(3), fresh FROM holds WHERE order_id=? FOR UPDATE"
+        : "SELECT sku, qty, state, guard, user_id, "
+          "CAST(UNIX_TIMESTAMP(expires_at) * 1000 AS SIGNED), "
+          "expires_at <= NOW(3), fresh FROM holds WHERE order_id=?";
+    long long n = db_run(db, sql, "s", "slssslll", order_id, h->sku, sizeof(h->sku), &h->qty,
+                         h->state, sizeof(h->state), h->guard, sizeof(h->guard), h->user_id,
+                         sizeof(h->user_id), &h->expires_at_ms, &h->past_deadline, &h->fresh);
     return n < 0 ? (int)n : n > 0;
 }
 
 long long store_hold_insert(struct db_conn *db, const char *order_id, const char *sku,
                             long long qty, const char *guard, const char *instance,
-                            long long ttl_ms)
+                            const char *user_id, long long ttl_ms)
 {
     return db_run(db, "INSERT INTO holds (order_id, sku, qty, state, guard, instance, "
-                      "expires_at) VALUES (?, ?, ?, 'held', ?, ?, "
+                      "user_id, expires_at) VALUES (?, ?, ?, 'held', ?, ?, ?, "
                       "TIMESTAMPADD(MICROSECOND, ? * 1000, NOW(3)))",
-                  "sslssl", "", order_id, sku, qty, guard, instance, ttl_ms);
+                  "sslsssl", "", order_id, sku, qty, guard, instance, user_id, ttl_ms);
 }
 
 long long store_hold_confirm(struct db_conn *db, const char *order_id, int check_deadline)

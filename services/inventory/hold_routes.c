@@ -20,7 +20,8 @@
 /* GET /inventory/{sku} shows no late confirms: a short buffer (cut). */
 #define AUDIT_LATE_IGNORED 8
 
-static const char *const reserve_fields[] = {"order_id", "sku", "qty", "ttl_ms", "guard"};
+static const char *const reserve_fields[] = {"order_id", "sku", "qty", "ttl_ms", "guard",
+                                             "user_id"};
 static const char *const confirm_fields[] = {"order_id", "confirm_check"};
 
 /* Every key of o is one of names[0..n-1]; else -1 with err naming it. */
@@ -74,6 +75,7 @@ static int get_num(json_t *o, const char *key, long long lo, long long hi, long 
 
 struct reserve_body {
     char order_id[STOCK_ID_MAX + 1], sku[STOCK_SKU_MAX + 1], guard[33];
+    char user_id[STOCK_ID_MAX + 1];   /* "" when not given */
     long long qty, ttl_ms;
 };
 
@@ -94,7 +96,9 @@ static int parse_reserve(json_t *o, struct reserve_body *b, char *err, size_t er
     }
     if (g)
         snprintf(b->guard, sizeof(b->guard), "%s", json_string_value(g));
-    if (only_fields(o, reserve_fields, 5, "POST /inventory/reserve", err, errlen) ||
+    if (only_fields(o, reserve_fields, 6, "POST /inventory/reserve", err, errlen) ||
+        (json_object_get(o, "user_id") &&
+         get_id(o, "user_id", b->user_id, sizeof(b->user_id), err, errlen)) ||
         get_id(o, "order_id", b->order_id, sizeof(b->order_id), err, errlen) ||
         get_id(o, "sku", b->sku, sizeof(b->sku), err, errlen) ||
         get_num(o, "qty", 1, REQ_QTY_MAX, &b->qty, err, errlen) ||
@@ -105,10 +109,14 @@ static int parse_reserve(json_t *o, struct reserve_body *b, char *err, size_t er
 
 static json_t *hold_json(const char *order_id, const struct hold_answer *a)
 {
-    return json_pack("{s:b,s:s,s:s,s:I,s:b,s:s,s:I,s:s}", "ok", 1, "order_id", order_id,
-                     "sku", a->h.sku, "qty", (json_int_t)a->h.qty, "held",
-                     strcmp(a->h.state, "held") == 0, "state", a->h.state, "expires_at_ms",
-                     (json_int_t)a->h.expires_at_ms, "guard", a->h.guard);
+    json_t *j = json_pack("{s:b,s:s,s:s,s:I,s:b,s:s,s:I,s:s}", "ok", 1, "order_id", order_id,
+                          "sku", a->h.sku, "qty", (json_int_t)a->h.qty, "held",
+                          strcmp(a->h.state, "held") == 0, "state", a->h.state,
+                          "expires_at_ms", (json_int_t)a->h.expires_at_ms, "guard",
+                          a->h.guard);
+    if (j && a->h.user_id[0])
+        json_object_set_new(j, "user_id", json_string(a->h.user_id));
+    return j;
 }
 
 static void answer_reserve(const struct reserve_body *b, const struct hold_answer *a,
@@ -131,9 +139,14 @@ static void answer_reserve(const struct reserve_body *b, const struct hold_answe
         http_error(resp, 404, "unknown_sku", "no SKU '%s' (seed it with PUT /inventory/%s)",
                    b->sku, b->sku);
         return;
-    case HOLD_LIMITED:
-        http_error(resp, 400, "bad_request", "%s has a purchase limit (limit_per_user): a "
-                   "hold carries no buyer, so it is not offered; nothing was held", b->sku);
+    case HOLD_NO_USER:
+        http_error(resp, 400, "bad_request", "user_id required: %s has a limit of %lld per "
+                   "user; nothing was held", b->sku, a->left);
+        return;
+    case HOLD_LIMIT_EXCEEDED:
+        http_error(resp, 409, "limit_exceeded", "limit %lld per user: user %s's holds and "
+                   "purchases of %s leave no room for %lld more; nothing was held", a->left,
+                   b->user_id, b->sku, b->qty);
         return;
     default:
         http_error(resp, 409, "order_id_conflict", "order '%s' already has another hold or "
@@ -166,7 +179,8 @@ void inv_route_reserve(void *app, struct route_call *call, const struct http_req
     struct deduct_env env;
     if (inv_env_ready(c, &env, resp) != 0)
         return;
-    struct hold_reserve_req r = {b.order_id, b.sku, g->name, c->instance, b.qty, b.ttl_ms};
+    struct hold_reserve_req r = {b.order_id, b.sku, g->name, c->instance, b.user_id, b.qty,
+                                 b.ttl_ms};
     struct hold_answer a;
     if (guard_reserve(g, &env, &r, &a) != 0)
         inv_answer_failure(&a.res, NULL, resp);
@@ -211,6 +225,10 @@ static void answer_confirm(const char *order_id, const struct hold_answer *a,
     } else if (r == HOLD_EXPIRED) {
         http_error(resp, 409, "hold_expired", "the hold of order '%s' passed its deadline "
                    "and its units were given back; none are left to sell", order_id);
+    } else if (r == HOLD_LIMIT_EXCEEDED) {
+        http_error(resp, 409, "limit_exceeded", "the hold of order '%s' passed its deadline "
+                   "and gave its quota back; user %s has used it since (limit per user), so "
+                   "none is sold", order_id, a->h.user_id);
     } else if (r == HOLD_CONFLICT) {
         http_error(resp, 409, "order_id_conflict", "order '%s' was sold outright since its "
                    "reserve; the hold stays until it is released or expires", order_id);

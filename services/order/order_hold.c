@@ -36,6 +36,11 @@ char *order_hold_body(const struct order_req *o, char *err, size_t errlen)
     json_t *g = json_object_get(o->forward, "guard");
     if (j && g)
         json_object_set(j, "guard", g);
+    /* The client's buyer (not "anonymous": every anonymous order would
+     * share one quota): a limited SKU's hold counts against it. */
+    json_t *u = json_object_get(o->forward, "user_id");
+    if (j && u)
+        json_object_set(j, "user_id", u);
     char *body = j ? json_dumps(j, JSON_COMPACT) : NULL;
     json_decref(j);
     if (!body)

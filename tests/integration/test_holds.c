@@ -337,19 +337,153 @@ static void test_bad_input(void **state)
 
 /* The broken confirm: confirm_check "none" pays a hold whose unit the
  * sweeper gave back and another buyer bought: that unit is sold twice. */
-/* A hold carries no buyer, so a SKU with a purchase limit is not reserved:
- * otherwise a buyer past the limit could hold and confirm around it. */
-static void test_limited_sku_not_reserved(void **state)
+/* ---- holds that carry a buyer: purchase limits ----------------------- */
+
+static long seed_limit(const char *sku, long long stock, long limit)
 {
-    char url[256];
-    snprintf(url, sizeof(url), "%s/inventory/Hold-lim", it.inventory[0]);
-    assert_int_equal(it_status("PUT", url, "{\"stock\":5,\"limit_per_user\":1}"), 200);
+    char url[256], body[128];
+    snprintf(url, sizeof(url), "%s/inventory/%s", it.inventory[0], sku);
+    snprintf(body, sizeof(body), "{\"stock\":%lld,\"limit_per_user\":%ld}", stock, limit);
+    return it_status("PUT", url, body);
+}
+
+static long reserve_as(int i, const char *guard, const char *order, const char *sku,
+                       const char *user, long ttl_ms)
+{
+    return post_status(i, "/inventory/reserve",
+                       "{\"order_id\":\"%s\",\"sku\":\"%s\",\"user_id\":\"%s\","
+                       "\"ttl_ms\":%ld,\"guard\":\"%s\"}", order, sku, user, ttl_ms, guard);
+}
+
+static long long bought(const char *sku, const char *user)
+{
+    char sql[256];
+    snprintf(sql, sizeof(sql), "SELECT COALESCE(SUM(bought), 0) FROM db_shopping."
+             "user_purchases WHERE sku='%s' AND user_id='%s'", sku, user);
+    return it_sql_value(sql);
+}
+
+static void assert_no_over_limit(const char *sku)
+{
+    struct it_resp r;
+    audit(sku, &r);
+    assert_int_equal(it_audit_field(&r, "over_limit"), 0);
+    it_resp_free(&r);
+}
+
+/* 16 reserves of one unit by user u1 at once over both instances. */
+static void hold_race(struct it_load *l, const char *sku, const char *guard, char *fmt,
+                      size_t fmtlen)
+{
+    static char urls_buf[2][256];
+    static const char *const urls[2] = {urls_buf[0], urls_buf[1]};
     for (int i = 0; i < 2; i++)
-        assert_int_equal(reserve(i, i ? "redis-lock" : "conditional-update", "Hold-lim-1",
-                                 "Hold-lim", 1, 60000), 400);
-    assert_int_equal(it_sql_value("SELECT COUNT(*) FROM db_shopping.holds WHERE sku='Hold-lim'"),
-                     0);
-    assert_exact("Hold-lim", 5, 0, 0);
+        snprintf(urls_buf[i], sizeof(urls_buf[i]), "%s/inventory/reserve", it.inventory[i]);
+    snprintf(fmt, fmtlen, "{\"sku\":\"%s\",\"user_id\":\"u1\",\"order_id\":\"%s-%%d\","
+             "\"ttl_ms\":1500,\"guard\":\"%s\"}", sku, sku, guard);
+    memset(l, 0, sizeof(*l));
+    l->total = l->clients = 16;
+    l->urls = urls;
+    l->nurls = 2;
+    l->method = "POST";
+    l->body_fmt = fmt;
+    it_hammer(l);
+    print_message("%-12s %-18s 200:%d 409:%d other:%d\n", sku, guard, l->by_status[200],
+                  l->by_status[409], l->total - l->by_status[200] - l->by_status[409]);
+}
+
+/* Limit 2: one user racing 16 reserves on 2 instances holds exactly 2 (a
+ * live hold counts as a sale); the expiry gives the quota back (2 more may
+ * be held), and so does a release. */
+static void limited_holds(const char *guard, const char *sku)
+{
+    char fmt[256], o[64];
+    struct it_load l;
+    assert_int_equal(seed_limit(sku, 20, 2), 200);
+    hold_race(&l, sku, guard, fmt, sizeof(fmt));
+    assert_int_equal(l.by_status[200], 2);
+    assert_int_equal(l.by_status[409], 14);
+    assert_int_equal(bought(sku, "u1"), 2);
+    assert_exact(sku, 18, 0, 2);
+    assert_no_over_limit(sku);
+    sweep_until_free(sku);
+    assert_int_equal(bought(sku, "u1"), 0);
+    assert_exact(sku, 20, 0, 0);
+    for (int i = 0; i < 3; i++) {
+        snprintf(o, sizeof(o), "%s-again-%d", sku, i);
+        assert_int_equal(reserve_as(i % 2, guard, o, sku, "u1", 60000), i < 2 ? 200 : 409);
+    }
+    snprintf(o, sizeof(o), "%s-u2", sku);
+    assert_int_equal(reserve_as(0, guard, o, sku, "u2", 60000), 200);   /* another quota */
+    snprintf(o, sizeof(o), "%s-again-0", sku);
+    assert_int_equal(post_status(1, "/inventory/release", "{\"order_id\":\"%s\"}", o), 200);
+    assert_int_equal(bought(sku, "u1"), 1);
+    snprintf(o, sizeof(o), "%s-again-3", sku);
+    assert_int_equal(reserve_as(0, guard, o, sku, "u1", 60000), 200);
+    assert_int_equal(confirm(1, o), 200);
+    char sql[256];
+    snprintf(sql, sizeof(sql), "SELECT COUNT(*) FROM db_shopping.ledger WHERE order_id='%s' "
+             "AND user_id='u1'", o);
+    assert_int_equal(it_sql_value(sql), 1);   /* the confirm's sale names its buyer */
+    assert_int_equal(bought(sku, "u1"), 2);
+    assert_exact(sku, 17, 1, 2);
+    assert_no_over_limit(sku);
+}
+
+static void test_limited_holds(void **state)
+{
+    limited_holds("conditional-update", "Hold-lim-cu");
+    limited_holds("redis-lock", "Hold-lim-rl");
+}
+
+/* A late confirm on fresh units charges the quota again: refused (409
+ * limit_exceeded, the expiry stays) when the buyer used it meanwhile. */
+static void test_limited_late_confirm(void **state)
+{
+    struct it_resp r;
+    assert_int_equal(seed_limit("Hold-liml", 5, 1), 200);
+    assert_int_equal(reserve_as(0, "conditional-update", "Hold-liml-a", "Hold-liml", "u1", 100),
+                     200);
+    sweep_until_free("Hold-liml");
+    assert_int_equal(reserve_as(1, "conditional-update", "Hold-liml-b", "Hold-liml", "u1",
+                                60000), 200);
+    assert_int_equal(post(1, "/inventory/confirm", "{\"order_id\":\"Hold-liml-a\"}", &r), 409);
+    assert_string_equal(json_string_value(json_object_get(r.json, "error")), "limit_exceeded");
+    it_resp_free(&r);
+    assert_exact("Hold-liml", 4, 0, 1);
+    assert_int_equal(post_status(0, "/inventory/release", "{\"order_id\":\"Hold-liml-b\"}"),
+                     200);
+    assert_int_equal(post(0, "/inventory/confirm", "{\"order_id\":\"Hold-liml-a\"}", &r), 200);
+    assert_true(flag(&r, "fresh"));
+    it_resp_free(&r);
+    assert_int_equal(bought("Hold-liml", "u1"), 1);
+    assert_exact("Hold-liml", 4, 1, 0);
+    assert_no_over_limit("Hold-liml");
+}
+
+/* A limited SKU's reserve without a buyer, or with a bad one, is a 400
+ * that changes nothing. */
+static void test_limited_bad_input(void **state)
+{
+    static const char *const bodies[] = {
+        "{\"order_id\":\"Hold-limb-1\",\"sku\":\"Hold-limb\"}",
+        "{\"order_id\":\"Hold-limb-1\",\"sku\":\"Hold-limb\",\"user_id\":\"\"}",
+        "{\"order_id\":\"Hold-limb-1\",\"sku\":\"Hold-limb\",\"user_id\":\"bad id!\"}",
+        "{\"order_id\":\"Hold-limb-1\",\"sku\":\"Hold-limb\",\"user_id\":7}",
+        "{\"order_id\":\"Hold-limb-1\",\"sku\":\"Hold-limb\",\"user_id\":\"u1\",\"qty\":0}",
+    };
+    assert_int_equal(seed_limit("Hold-limb", 5, 1), 200);
+    for (size_t i = 0; i < sizeof bodies / sizeof bodies[0]; i++) {
+        struct it_resp r;
+        long st = post(i % 2, "/inventory/reserve", bodies[i], &r);
+        if (st != 400 || !json_is_string(json_object_get(r.json, "detail")))
+            fail_msg("reserve %s: %ld %s", bodies[i], st, r.body);
+        it_resp_free(&r);
+    }
+    assert_int_equal(it_sql_value("SELECT COUNT(*) FROM db_shopping.holds WHERE "
+                                  "sku='Hold-limb'"), 0);
+    assert_int_equal(bought("Hold-limb", "u1"), 0);
+    assert_exact("Hold-limb", 5, 0, 0);
 }
 
 static void test_confirm_check_none_oversells(void **state)
@@ -549,6 +683,33 @@ static void test_orders_awaiting_payment(void **state)
     assert_exact("Hold-ord", 2, 1, 0);
 }
 
+/* POST /orders with pay_within_ms passes the buyer to the reserve: the
+ * limit holds through the order service too. */
+static void test_orders_hold_limited(void **state)
+{
+    struct it_resp r;
+    assert_int_equal(seed_limit("Hold-ordl", 5, 1), 200);
+    assert_int_equal(order_post("{\"sku\":\"Hold-ordl\",\"order_id\":\"Hold-ordl-1\","
+                                "\"user_id\":\"u7\",\"pay_within_ms\":60000,"
+                                "\"guard\":\"conditional-update\"}", &r), 201);
+    it_resp_free(&r);
+    long st = order_post("{\"sku\":\"Hold-ordl\",\"order_id\":\"Hold-ordl-2\",\"user_id\":"
+                         "\"u7\",\"pay_within_ms\":60000,\"guard\":\"conditional-update\"}", &r);
+    print_message("second order of u7: %ld %s\n", st, r.body);
+    assert_int_equal(st, 409);
+    it_resp_free(&r);
+    assert_int_equal(it_sql_value("SELECT COUNT(*) FROM db_shopping.holds WHERE "
+                                  "order_id='Hold-ordl-1' AND user_id='u7'"), 1);
+    assert_int_equal(bought("Hold-ordl", "u7"), 1);
+    assert_exact("Hold-ordl", 4, 0, 1);
+    assert_int_equal(order_pay("Hold-ordl-1", &r), 200);
+    it_resp_free(&r);
+    assert_int_equal(it_sql_value("SELECT COUNT(*) FROM db_shopping.ledger WHERE "
+                                  "order_id='Hold-ordl-1' AND user_id='u7'"), 1);
+    assert_exact("Hold-ordl", 4, 1, 0);
+    assert_no_over_limit("Hold-ordl");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -558,10 +719,13 @@ int main(void)
         cmocka_unit_test(test_expiry_gives_back),
         cmocka_unit_test(test_late_confirm),
         cmocka_unit_test(test_bad_input),
-        cmocka_unit_test(test_limited_sku_not_reserved),
+        cmocka_unit_test(test_limited_holds),
+        cmocka_unit_test(test_limited_late_confirm),
+        cmocka_unit_test(test_limited_bad_input),
         cmocka_unit_test(test_confirm_check_none_oversells),
         cmocka_unit_test(test_confirm_races_sweeper),
         cmocka_unit_test(test_orders_awaiting_payment),
+        cmocka_unit_test(test_orders_hold_limited),
     };
     return cmocka_run_group_tests(tests, group_setup, NULL);
 }
