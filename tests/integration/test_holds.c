@@ -301,7 +301,12 @@ static void test_bad_input(void **state)
         "{\"order_id\":\"Hold-bad-1\",\"sku\":\"Hold-bad\",\"ttl_ms\":3600001}",
         "{\"order_id\":\"Hold-bad-1\",\"sku\":\"Hold-bad\",\"ttl_ms\":\"5s\"}",
         "{\"order_id\":\"Hold-bad-1\",\"sku\":\"Hold-bad\",\"hold_ms\":10}",
-        "{\"order_id\":\"Hold-bad-1\",\"lines\":[{\"sku\":\"Hold-bad\",\"qty\":1}]}",
+        "{\"order_id\":\"Hold-bad-1\",\"lines\":[]}",
+        "{\"order_id\":\"Hold-bad-1\",\"lines\":[{\"sku\":\"Hold-bad\",\"qty\":0}]}",
+        "{\"order_id\":\"Hold-bad-1\",\"sku\":\"Hold-bad\",\"lines\":[{\"sku\":"
+        "\"Hold-bad\",\"qty\":1}]}",
+        "{\"order_id\":\"Hold-bad-1\",\"lines\":[{\"sku\":\"Hold-bad\",\"qty\":1}],"
+        "\"line_check\":\"per-line\"}",
         "{\"sku\":\"Hold-bad\"}",
         "{\"order_id\":\"Hold-bad-1\",\"sku\":\"Hold-bad\",\"qty\":0}",
         "{\"order_id\":\"bad id!\",\"sku\":\"Hold-bad\"}",
@@ -710,6 +715,147 @@ static void test_orders_hold_limited(void **state)
     assert_no_over_limit("Hold-ordl");
 }
 
+/* ---- holds of carts ("lines") ------------------------------------------ */
+
+static long cart_reserve(int i, const char *guard, const char *order, const char *lines,
+                         long ttl_ms, struct it_resp *r)
+{
+    char body[512];
+    snprintf(body, sizeof(body), "{\"order_id\":\"%s\",\"lines\":%s,\"ttl_ms\":%ld,"
+             "\"guard\":\"%s\"}", order, lines, ttl_ms, guard);
+    return post(i, "/inventory/reserve", body, r);
+}
+
+/* A cart held whole (lines on one SKU summed), repeated, refused whole
+ * with every short line listed, confirmed whole into a ledger row per SKU. */
+static void test_cart_hold(void **state)
+{
+    struct it_resp r;
+    assert_int_equal(it_seed("Hold-cA", 5), 200);
+    assert_int_equal(it_seed("Hold-cB", 5), 200);
+    const char *lines = "[{\"sku\":\"Hold-cB\",\"qty\":2},{\"sku\":\"Hold-cA\",\"qty\":1},"
+                        "{\"sku\":\"Hold-cA\",\"qty\":1}]";
+    assert_int_equal(cart_reserve(0, "conditional-update", "Hold-c-1", lines, 60000, &r), 200);
+    json_t *l = json_object_get(r.json, "lines");
+    assert_int_equal(json_array_size(l), 2);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(l, 0), "sku")),
+                        "Hold-cA");
+    assert_int_equal(json_integer_value(json_object_get(json_array_get(l, 0), "qty")), 2);
+    it_resp_free(&r);
+    assert_int_equal(cart_reserve(1, "conditional-update", "Hold-c-1", lines, 60000, &r), 200);
+    assert_true(flag(&r, "duplicate"));
+    it_resp_free(&r);
+    assert_exact("Hold-cA", 3, 0, 2);
+    assert_exact("Hold-cB", 3, 0, 2);
+    assert_int_equal(cart_reserve(1, "redis-lock", "Hold-c-2", "[{\"sku\":\"Hold-cA\",\"qty\":"
+                                  "4},{\"sku\":\"Hold-cB\",\"qty\":4}]", 60000, &r), 409);
+    assert_string_equal(json_string_value(json_object_get(r.json, "error")), "out_of_stock");
+    assert_int_equal(json_array_size(json_object_get(r.json, "short")), 2);
+    it_resp_free(&r);
+    assert_int_equal(cart_reserve(0, "redis-lock", "Hold-c-3", "[{\"sku\":\"Hold-cA\",\"qty\":"
+                                  "1},{\"sku\":\"Hold-none-such\",\"qty\":1}]", 60000, &r), 404);
+    it_resp_free(&r);
+    assert_int_equal(it_sql_value("SELECT COUNT(*) FROM db_shopping.holds WHERE "
+                                  "order_id IN ('Hold-c-2', 'Hold-c-3')"), 0);
+    assert_exact("Hold-cA", 3, 0, 2);
+    assert_exact("Hold-cB", 3, 0, 2);
+    assert_int_equal(post(1, "/inventory/confirm", "{\"order_id\":\"Hold-c-1\"}", &r), 200);
+    assert_int_equal(json_array_size(json_object_get(r.json, "lines")), 2);
+    it_resp_free(&r);
+    assert_int_equal(it_sql_value("SELECT COUNT(*) FROM db_shopping.ledger WHERE "
+                                  "order_id='Hold-c-1'"), 2);
+    assert_exact("Hold-cA", 3, 2, 0);
+    assert_exact("Hold-cB", 3, 2, 0);
+    assert_int_equal(post_status(0, "/inventory/release", "{\"order_id\":\"Hold-c-1\"}"), 200);
+    assert_exact("Hold-cA", 5, 0, 0);
+    assert_exact("Hold-cB", 5, 0, 0);
+}
+
+/* A cart hold never paid: the sweeper gives every line back at once; a
+ * release gives every line back too. */
+static void test_cart_hold_expiry(void **state)
+{
+    struct it_resp r;
+    assert_int_equal(it_seed("Hold-ceA", 4), 200);
+    assert_int_equal(it_seed("Hold-ceB", 4), 200);
+    const char *lines = "[{\"sku\":\"Hold-ceA\",\"qty\":3},{\"sku\":\"Hold-ceB\",\"qty\":1}]";
+    assert_int_equal(cart_reserve(0, "redis-lock", "Hold-ce-1", lines, 100, &r), 200);
+    it_resp_free(&r);
+    assert_int_equal(cart_reserve(1, "conditional-update", "Hold-ce-2", lines, 60000, &r), 409);
+    it_resp_free(&r);
+    sweep_until_free("Hold-ceA");
+    assert_int_equal(it_sql_value("SELECT COUNT(*) FROM db_shopping.holds WHERE "
+                                  "order_id='Hold-ce-1' AND state='expired'"), 2);
+    assert_exact("Hold-ceA", 4, 0, 0);
+    assert_exact("Hold-ceB", 4, 0, 0);
+    assert_int_equal(confirm(1, "Hold-ce-1"), 200);   /* late, fresh units: every line */
+    assert_exact("Hold-ceA", 1, 3, 0);
+    assert_exact("Hold-ceB", 3, 1, 0);
+    assert_int_equal(post_status(0, "/inventory/release", "{\"order_id\":\"Hold-ce-1\"}"), 200);
+    assert_int_equal(cart_reserve(1, "conditional-update", "Hold-ce-3", lines, 60000, &r), 200);
+    it_resp_free(&r);
+    assert_int_equal(post_status(0, "/inventory/release", "{\"order_id\":\"Hold-ce-3\"}"), 200);
+    assert_int_equal(it_sql_value("SELECT COUNT(*) FROM db_shopping.holds WHERE "
+                                  "order_id='Hold-ce-3' AND state='released'"), 2);
+    assert_exact("Hold-ceA", 4, 0, 0);
+    assert_exact("Hold-ceB", 4, 0, 0);
+}
+
+#define CROSSED 32
+
+struct crossed {
+    int i;
+    const char *guard;
+    long status;
+};
+
+static void *crossed_reserve(void *arg)
+{
+    struct crossed *c = arg;
+    static struct it_resp r[CROSSED];
+    char order[64];
+    snprintf(order, sizeof(order), "Hold-x-%s-%d", c->guard, c->i);
+    /* half the carts name X then Y, half Y then X */
+    c->status = cart_reserve(c->i % 2, c->guard, order, c->i % 4 < 2
+                             ? "[{\"sku\":\"Hold-xX\",\"qty\":1},{\"sku\":\"Hold-xY\",\"qty\":1}]"
+                             : "[{\"sku\":\"Hold-xY\",\"qty\":1},{\"sku\":\"Hold-xX\",\"qty\":1}]",
+                             60000, &r[c->i]);
+    it_resp_free(&r[c->i]);
+    return NULL;
+}
+
+/* CROSSED carts on X and Y at once, named in both orders, on 2 instances,
+ * 10 units each: exactly 10 held, the rest out_of_stock, no deadlock (503),
+ * the audit exact on both SKUs. */
+static void crossed_carts(const char *guard)
+{
+    assert_int_equal(it_seed("Hold-xX", 10), 200);
+    assert_int_equal(it_seed("Hold-xY", 10), 200);
+    struct crossed c[CROSSED];
+    pthread_t th[CROSSED];
+    for (int i = 0; i < CROSSED; i++) {
+        c[i] = (struct crossed){i, guard, -1};
+        assert_int_equal(pthread_create(&th[i], NULL, crossed_reserve, &c[i]), 0);
+    }
+    int held = 0, shorts = 0;
+    for (int i = 0; i < CROSSED; i++) {
+        pthread_join(th[i], NULL);
+        held += c[i].status == 200;
+        shorts += c[i].status == 409;
+    }
+    print_message("crossed carts under %s: 200:%d 409:%d\n", guard, held, shorts);
+    assert_int_equal(held, 10);
+    assert_int_equal(shorts, CROSSED - 10);
+    assert_exact("Hold-xX", 0, 0, 10);
+    assert_exact("Hold-xY", 0, 0, 10);
+}
+
+static void test_crossed_cart_holds(void **state)
+{
+    crossed_carts("conditional-update");
+    crossed_carts("redis-lock");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -726,6 +872,9 @@ int main(void)
         cmocka_unit_test(test_confirm_races_sweeper),
         cmocka_unit_test(test_orders_awaiting_payment),
         cmocka_unit_test(test_orders_hold_limited),
+        cmocka_unit_test(test_cart_hold),
+        cmocka_unit_test(test_cart_hold_expiry),
+        cmocka_unit_test(test_crossed_cart_holds),
     };
     return cmocka_run_group_tests(tests, group_setup, NULL);
 }
