@@ -801,6 +801,41 @@ static void test_cart_hold_expiry(void **state)
     assert_exact("Hold-ceB", 4, 0, 0);
 }
 
+/* A cart with a limited line counts that line against the buyer: a second
+ * cart past the limit is refused whole (its other line not held either);
+ * the release gives the quota back. */
+static void test_cart_hold_limited(void **state)
+{
+    struct it_resp r;
+    char body[512];
+    assert_int_equal(seed_limit("Hold-clL", 10, 1), 200);
+    assert_int_equal(it_seed("Hold-clA", 10), 200);
+    const char *fmt = "{\"order_id\":\"%s\",\"user_id\":\"u1\",\"guard\":\"redis-lock\","
+                      "\"lines\":[{\"sku\":\"Hold-clL\",\"qty\":1},{\"sku\":\"Hold-clA\","
+                      "\"qty\":2}]}";
+    snprintf(body, sizeof(body), fmt, "Hold-cl-1");
+    assert_int_equal(post(0, "/inventory/reserve", body, &r), 200);
+    it_resp_free(&r);
+    snprintf(body, sizeof(body), fmt, "Hold-cl-2");
+    assert_int_equal(post(1, "/inventory/reserve", body, &r), 409);
+    assert_string_equal(json_string_value(json_object_get(r.json, "error")), "limit_exceeded");
+    it_resp_free(&r);
+    assert_int_equal(post(1, "/inventory/reserve", "{\"order_id\":\"Hold-cl-3\",\"lines\":"
+                          "[{\"sku\":\"Hold-clA\",\"qty\":1},{\"sku\":\"Hold-clL\",\"qty\":1}]}",
+                          &r), 400);   /* a limited line, no buyer */
+    it_resp_free(&r);
+    assert_exact("Hold-clL", 9, 0, 1);
+    assert_exact("Hold-clA", 8, 0, 2);
+    assert_int_equal(bought("Hold-clL", "u1"), 1);
+    assert_int_equal(post_status(0, "/inventory/release", "{\"order_id\":\"Hold-cl-1\"}"), 200);
+    assert_int_equal(bought("Hold-clL", "u1"), 0);
+    assert_int_equal(post(1, "/inventory/reserve", body, &r), 200);
+    it_resp_free(&r);
+    assert_exact("Hold-clL", 9, 0, 1);
+    assert_exact("Hold-clA", 8, 0, 2);
+    assert_no_over_limit("Hold-clL");
+}
+
 #define CROSSED 32
 
 struct crossed {
@@ -874,6 +909,7 @@ int main(void)
         cmocka_unit_test(test_orders_hold_limited),
         cmocka_unit_test(test_cart_hold),
         cmocka_unit_test(test_cart_hold_expiry),
+        cmocka_unit_test(test_cart_hold_limited),
         cmocka_unit_test(test_crossed_cart_holds),
     };
     return cmocka_run_group_tests(tests, group_setup, NULL);
