@@ -836,6 +836,36 @@ static void test_cart_hold_limited(void **state)
     assert_no_over_limit("Hold-clL");
 }
 
+/* POST /orders with lines and pay_within_ms holds the cart whole; the
+ * payment confirms every line. */
+static void test_orders_cart_hold(void **state)
+{
+    struct it_resp r;
+    assert_int_equal(it_seed("Hold-ocA", 3), 200);
+    assert_int_equal(it_seed("Hold-ocB", 3), 200);
+    assert_int_equal(order_post("{\"order_id\":\"Hold-oc-1\",\"pay_within_ms\":60000,"
+                                "\"guard\":\"redis-lock\",\"lines\":[{\"sku\":\"Hold-ocA\","
+                                "\"qty\":1},{\"sku\":\"Hold-ocB\",\"qty\":2}]}", &r), 201);
+    assert_string_equal(json_string_value(json_object_get(r.json, "status")),
+                        "awaiting_payment");
+    assert_int_equal(json_array_size(json_object_get(r.json, "lines")), 2);
+    it_resp_free(&r);
+    assert_exact("Hold-ocA", 2, 0, 1);
+    assert_exact("Hold-ocB", 1, 0, 2);
+    long st = order_post("{\"order_id\":\"Hold-oc-2\",\"pay_within_ms\":60000,\"lines\":"
+                         "[{\"sku\":\"Hold-ocA\",\"qty\":1},{\"sku\":\"Hold-ocB\",\"qty\":2}]}",
+                         &r);
+    print_message("short cart order: %ld %s\n", st, r.body);
+    assert_int_equal(st, 409);
+    it_resp_free(&r);
+    assert_int_equal(order_pay("Hold-oc-1", &r), 200);
+    it_resp_free(&r);
+    assert_int_equal(it_sql_value("SELECT COUNT(*) FROM db_shopping.ledger WHERE "
+                                  "order_id='Hold-oc-1'"), 2);
+    assert_exact("Hold-ocA", 2, 1, 0);
+    assert_exact("Hold-ocB", 1, 2, 0);
+}
+
 #define CROSSED 32
 
 struct crossed {
@@ -911,6 +941,7 @@ int main(void)
         cmocka_unit_test(test_cart_hold_expiry),
         cmocka_unit_test(test_cart_hold_limited),
         cmocka_unit_test(test_crossed_cart_holds),
+        cmocka_unit_test(test_orders_cart_hold),
     };
     return cmocka_run_group_tests(tests, group_setup, NULL);
 }
