@@ -921,6 +921,34 @@ static void test_crossed_cart_holds(void **state)
     crossed_carts("redis-lock");
 }
 
+/* sql/010 is safe to re-apply, and widens a holds table made before
+ * carts and buyers (keyed by order_id alone, no user_id) in place: applied
+ * twice to a scratch copy of the old table, its row kept. */
+static void test_sql_010_reapplies(void **state)
+{
+    const char *root = getenv("LAB_ROOT");
+    assert_non_null(root);
+    assert_int_equal(it_sql("DROP DATABASE IF EXISTS holds_mig; CREATE DATABASE holds_mig; "
+                            "CREATE TABLE holds_mig.holds (order_id VARCHAR(64) NOT NULL "
+                            "PRIMARY KEY, sku VARCHAR(64) NOT NULL, qty INT NOT NULL, state "
+                            "VARCHAR(16) NOT NULL, guard VARCHAR(32) NOT NULL, instance "
+                            "VARCHAR(64) NOT NULL, expires_at TIMESTAMP(3) NOT NULL, fresh "
+                            "TINYINT(1) NOT NULL DEFAULT 0); INSERT INTO holds_mig.holds "
+                            "VALUES ('o1', 'A', 1, 'held', 'none', 'i1', NOW(3), 0)"), 0);
+    char cmd[1024];
+    for (int i = 0; i < 2; i++) {
+        snprintf(cmd, sizeof(cmd), "sed s/db_shopping/holds_mig/g '%s/sql/010_holds.sql' | "
+                 "mariadb --no-defaults -h127.0.0.1 -P%ld -uroot", root, it.mysql_port);
+        assert_int_equal(system(cmd), 0);
+    }
+    assert_int_equal(it_sql_value("SELECT COUNT(*) FROM information_schema.key_column_usage "
+                                  "WHERE table_schema='holds_mig' AND table_name='holds' AND "
+                                  "constraint_name='PRIMARY'"), 2);
+    assert_int_equal(it_sql_value("SELECT COUNT(*) FROM holds_mig.holds WHERE order_id='o1' "
+                                  "AND user_id=''"), 1);
+    assert_int_equal(it_sql("DROP DATABASE holds_mig"), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -942,6 +970,7 @@ int main(void)
         cmocka_unit_test(test_cart_hold_limited),
         cmocka_unit_test(test_crossed_cart_holds),
         cmocka_unit_test(test_orders_cart_hold),
+        cmocka_unit_test(test_sql_010_reapplies),
     };
     return cmocka_run_group_tests(tests, group_setup, NULL);
 }
