@@ -889,6 +889,37 @@ static void *crossed_reserve(void *arg)
     return NULL;
 }
 
+static void *twin_cart(void *arg)
+{
+    struct crossed *c = arg;
+    static struct it_resp r[CROSSED];
+    c->status = cart_reserve(c->i % 2, c->guard, "Hold-tc-1", "[{\"sku\":\"Hold-tcB\",\"qty\":"
+                             "1},{\"sku\":\"Hold-tcA\",\"qty\":2}]", 60000, &r[c->i]);
+    it_resp_free(&r[c->i]);
+    return NULL;
+}
+
+/* The same cart reserve 16 times at once on 2 instances: one hold (two
+ * rows), every answer 200 (a deadlock among them would be a 503). */
+static void test_twin_cart_holds(void **state)
+{
+    assert_int_equal(it_seed("Hold-tcA", 10), 200);
+    assert_int_equal(it_seed("Hold-tcB", 10), 200);
+    struct crossed c[16];
+    pthread_t th[16];
+    for (int i = 0; i < 16; i++) {
+        c[i] = (struct crossed){i, "conditional-update", -1};
+        assert_int_equal(pthread_create(&th[i], NULL, twin_cart, &c[i]), 0);
+    }
+    for (int i = 0; i < 16; i++) {
+        pthread_join(th[i], NULL);
+        if (c[i].status != 200)
+            fail_msg("twin cart %d: %ld", i, c[i].status);
+    }
+    assert_exact("Hold-tcA", 8, 0, 2);
+    assert_exact("Hold-tcB", 9, 0, 1);
+}
+
 /* CROSSED carts on X and Y at once, named in both orders, on 2 instances,
  * 10 units each: exactly 10 held, the rest out_of_stock, no deadlock (503),
  * the audit exact on both SKUs. */
@@ -969,6 +1000,7 @@ int main(void)
         cmocka_unit_test(test_cart_hold_expiry),
         cmocka_unit_test(test_cart_hold_limited),
         cmocka_unit_test(test_crossed_cart_holds),
+        cmocka_unit_test(test_twin_cart_holds),
         cmocka_unit_test(test_orders_cart_hold),
         cmocka_unit_test(test_sql_010_reapplies),
     };
