@@ -263,8 +263,8 @@ long long store_limit_give(struct db_conn *db, const char *sku, const char *user
 /* The user's count (0 when no row) into *bought: 1 row, 0 none, DB_E*. */
 int store_limit_bought(struct db_conn *db, const char *sku, const char *user_id,
                        long long *bought);
-/* The audit's overbuys, from the ledger (unreleased rows grouped by
- * user_id): *limit the SKU's limit, *count the users past it, and buf
+/* The audit's overbuys, from the ledger (unreleased rows) and the live
+ * holds (state 'held', which took the quota too) grouped by user_id: *limit the SKU's limit, *count the users past it, and buf
  * (len bytes) "user=bought,user=bought" ("" none). Returns *count (0 when
  * the SKU has no limit), or a negative DB_E* code. */
 int store_over_limit(struct db_conn *db, const char *sku, long long *limit, long long *count,

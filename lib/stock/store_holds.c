@@ -13,30 +13,48 @@ int store_hold_get(struct db_conn *db, const char *order_id, int for_update,
                    struct hold_row *h)
 {
     memset(h, 0, sizeof(*h));
-    long long n = for_update
-        ? db_run(db, "SELECT sku, qty, state, guard, "
-                     "CAST(UNIX_TIMESTAMP(expires_at) * 1000 AS SIGNED), "
-                     "expires_at <= NOW(3), fresh FROM holds WHERE order_id=? FOR UPDATE",
-                 "s", "slsslll", order_id, h->sku, sizeof(h->sku), &h->qty, h->state,
-                 sizeof(h->state), h->guard, sizeof(h->guard), &h->expires_at_ms,
-                 &h->past_deadline, &h->fresh)
-        : db_run(db, "SELECT sku, qty, state, guard, "
-                     "CAST(UNIX_TIMESTAMP(expires_at) * 1000 AS SIGNED), "
-                     "expires_at <= NOW(3), fresh FROM holds WHERE order_id=?",
-                 "s", "slsslll", order_id, h->sku, sizeof(h->sku), &h->qty, h->state,
-                 sizeof(h->state), h->guard, sizeof(h->guard), &h->expires_at_ms,
-                 &h->past_deadline, &h->fresh);
+    const char *sql = for_update
+        ? "SELECT sku, qty, state, guard, user_id, "
+          "CAST(UNIX_TIMESTAMP(expires_at) * 1000 AS SIGNED), "
+          "expires_at <= NOW(3), fresh FROM holds WHERE order_id=? ORDER BY sku LIMIT 1 "
+          "FOR UPDATE"
+        : "SELECT sku, qty, state, guard, user_id, "
+          "CAST(UNIX_TIMESTAMP(expires_at) * 1000 AS SIGNED), "
+          "expires_at <= NOW(3), fresh FROM holds WHERE order_id=? ORDER BY sku LIMIT 1";
+    long long n = db_run(db, sql, "s", "slssslll", order_id, h->sku, sizeof(h->sku), &h->qty,
+                         h->state, sizeof(h->state), h->guard, sizeof(h->guard), h->user_id,
+                         sizeof(h->user_id), &h->expires_at_ms, &h->past_deadline, &h->fresh);
+    return n < 0 ? (int)n : n > 0;
+}
+
+int store_hold_line(struct db_conn *db, const char *order_id, int i, struct hold_line *l)
+{
+    memset(l, 0, sizeof(*l));
+    long long n = db_run(db, "SELECT sku, qty FROM holds WHERE order_id=? ORDER BY sku "
+                             "LIMIT 1 OFFSET ?", "si", "sl", order_id, i, l->sku,
+                         sizeof(l->sku), &l->qty);
     return n < 0 ? (int)n : n > 0;
 }
 
 long long store_hold_insert(struct db_conn *db, const char *order_id, const char *sku,
                             long long qty, const char *guard, const char *instance,
-                            long long ttl_ms)
+                            const char *user_id, long long ttl_ms)
 {
     return db_run(db, "INSERT INTO holds (order_id, sku, qty, state, guard, instance, "
-                      "expires_at) VALUES (?, ?, ?, 'held', ?, ?, "
+                      "user_id, expires_at) VALUES (?, ?, ?, 'held', ?, ?, ?, "
                       "TIMESTAMPADD(MICROSECOND, ? * 1000, NOW(3)))",
-                  "sslssl", "", order_id, sku, qty, guard, instance, ttl_ms);
+                  "sslsssl", "", order_id, sku, qty, guard, instance, user_id, ttl_ms);
+}
+
+long long store_hold_insert_more(struct db_conn *db, const char *order_id, const char *sku,
+                                 long long qty)
+{
+    /* the first row's guard, instance, buyer and deadline: one NOW(3) for
+     * every row of the order */
+    return db_run(db, "INSERT INTO holds (order_id, sku, qty, state, guard, instance, "
+                      "user_id, expires_at) SELECT order_id, ?, ?, 'held', guard, instance, "
+                      "user_id, expires_at FROM holds WHERE order_id=? ORDER BY sku LIMIT 1",
+                  "sls", "", sku, qty, order_id);
 }
 
 long long store_hold_confirm(struct db_conn *db, const char *order_id, int check_deadline)
@@ -78,8 +96,8 @@ long long store_holds_due(struct db_conn *db, int max, char *buf, size_t len)
     buf[0] = '\0';
     long long rc = db_run(db, "SELECT COUNT(*), COALESCE(GROUP_CONCAT(x.order_id "
                               "SEPARATOR ','), '') FROM (SELECT order_id FROM holds "
-                              "WHERE state='held' AND expires_at <= NOW(3) "
-                              "ORDER BY expires_at LIMIT ?) x",
+                              "WHERE state='held' AND expires_at <= NOW(3) GROUP BY "
+                              "order_id ORDER BY MIN(expires_at) LIMIT ?) x",
                           "i", "ls", max, &n, buf, len);
     return rc < 0 ? rc : n;
 }

@@ -100,9 +100,13 @@ int store_over_limit(struct db_conn *db, const char *sku, long long *limit, long
     if (n <= 0 || *limit <= 0)
         return n < 0 ? (int)n : 0;
     /* '=' and ',' are outside the identifier alphabet: safe separators */
+    /* A live hold counts as a sale does (it took the quota at reserve); a
+     * confirmed one is in the ledger already, so only state 'held'. */
     n = db_run(db, "SELECT COUNT(*), COALESCE(GROUP_CONCAT(CONCAT(x.user_id, '=', x.b) "
-                   "ORDER BY x.user_id SEPARATOR ','), '') FROM (SELECT user_id, SUM(qty) AS b "
-                   "FROM ledger WHERE sku=? AND released=0 AND user_id<>'' GROUP BY user_id "
-                   "HAVING SUM(qty) > ?) x", "sl", "ls", sku, *limit, count, buf, len);
+                   "ORDER BY x.user_id SEPARATOR ','), '') FROM (SELECT u.user_id, "
+                   "SUM(u.qty) AS b FROM (SELECT user_id, qty FROM ledger WHERE sku=? AND "
+                   "released=0 AND user_id<>'' UNION ALL SELECT user_id, qty FROM holds "
+                   "WHERE sku=? AND state='held' AND user_id<>'') u GROUP BY u.user_id "
+                   "HAVING SUM(u.qty) > ?) x", "ssl", "ls", sku, sku, *limit, count, buf, len);
     return n < 0 ? (int)n : (int)*count;
 }

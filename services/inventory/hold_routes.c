@@ -9,6 +9,7 @@
 #include "base/service.h"
 #include "base/util.h"
 #include "guards/core/hold_entry.h"
+#include "stock/cart.h"
 #include "stock/request.h"
 #include "stock/store.h"
 
@@ -20,7 +21,8 @@
 /* GET /inventory/{sku} shows no late confirms: a short buffer (cut). */
 #define AUDIT_LATE_IGNORED 8
 
-static const char *const reserve_fields[] = {"order_id", "sku", "qty", "ttl_ms", "guard"};
+static const char *const reserve_fields[] = {"order_id", "sku", "qty", "ttl_ms", "guard",
+                                             "user_id", "lines"};
 static const char *const confirm_fields[] = {"order_id", "confirm_check"};
 
 /* Every key of o is one of names[0..n-1]; else -1 with err naming it. */
@@ -74,19 +76,46 @@ static int get_num(json_t *o, const char *key, long long lo, long long hi, long 
 
 struct reserve_body {
     char order_id[STOCK_ID_MAX + 1], sku[STOCK_SKU_MAX + 1], guard[33];
+    char user_id[STOCK_ID_MAX + 1];   /* "" when not given */
     long long qty, ttl_ms;
+    int cart;                  /* "lines" given */
+    int nlines;                /* sorted by SKU, one per SKU (summed) */
+    struct hold_line line[HOLD_LINES_MAX];
 };
+
+/* The lines of a cart's reserve (cart_from's rules), or the one SKU, into
+ * b->line[]: sorted by SKU, one per SKU. 0, or -1 with err. */
+static int parse_lines(json_t *o, struct reserve_body *b, char *err, size_t errlen)
+{
+    static __thread struct cart c;   /* large: not on the stack */
+    struct cart_touch t[CART_LINES_MAX];
+    memset(&c, 0, sizeof(c));
+    int rc = cart_from(o, &c, err, errlen);
+    if (rc < 0)
+        return -1;
+    if (rc == 1) {             /* no lines: the one SKU */
+        if (get_id(o, "sku", b->sku, sizeof(b->sku), err, errlen) ||
+            get_num(o, "qty", 1, REQ_QTY_MAX, &b->qty, err, errlen))
+            return -1;
+        b->nlines = 1;
+        snprintf(b->line[0].sku, sizeof(b->line[0].sku), "%s", b->sku);
+        b->line[0].qty = b->qty;
+        return 0;
+    }
+    b->cart = 1;
+    b->nlines = cart_plan(&c, t);
+    for (int i = 0; i < b->nlines; i++) {
+        memcpy(b->line[i].sku, t[i].sku, sizeof(b->line[i].sku));   /* the same size */
+        b->line[i].qty = t[i].qty;
+    }
+    return 0;
+}
 
 static int parse_reserve(json_t *o, struct reserve_body *b, char *err, size_t errlen)
 {
     memset(b, 0, sizeof(*b));
     b->qty = 1;
     b->ttl_ms = HOLD_TTL_DEFAULT_MS;
-    if (json_object_get(o, "lines")) {
-        snprintf(err, errlen, "lines: a reserve holds one SKU (order_id, sku, qty); carts "
-                 "are not reserved");
-        return -1;
-    }
     json_t *g = json_object_get(o, "guard");
     if (g && !json_is_string(g)) {
         snprintf(err, errlen, "guard must be a string");
@@ -94,27 +123,87 @@ static int parse_reserve(json_t *o, struct reserve_body *b, char *err, size_t er
     }
     if (g)
         snprintf(b->guard, sizeof(b->guard), "%s", json_string_value(g));
-    if (only_fields(o, reserve_fields, 5, "POST /inventory/reserve", err, errlen) ||
+    if (only_fields(o, reserve_fields, 7, "POST /inventory/reserve", err, errlen) ||
+        (json_object_get(o, "user_id") &&
+         get_id(o, "user_id", b->user_id, sizeof(b->user_id), err, errlen)) ||
         get_id(o, "order_id", b->order_id, sizeof(b->order_id), err, errlen) ||
-        get_id(o, "sku", b->sku, sizeof(b->sku), err, errlen) ||
-        get_num(o, "qty", 1, REQ_QTY_MAX, &b->qty, err, errlen) ||
+        parse_lines(o, b, err, errlen) ||
         get_num(o, "ttl_ms", HOLD_TTL_MIN_MS, HOLD_TTL_MAX_MS, &b->ttl_ms, err, errlen))
         return -1;
     return 0;
 }
 
+/* A cart hold's lines [{sku, qty}] (with `left_key`: each line's left). */
+static json_t *lines_json(const struct hold_row *h, const char *left_key)
+{
+    json_t *arr = json_array();
+    for (int i = 0; arr && i < h->nlines; i++) {
+        json_t *l = json_pack("{s:s,s:I}", "sku", h->line[i].sku, "qty",
+                              (json_int_t)h->line[i].qty);
+        if (l && left_key)
+            json_object_set_new(l, left_key, json_integer(h->line[i].left));
+        json_array_append_new(arr, l);
+    }
+    return arr;
+}
+
+/* A cart's hold (several SKUs) shows "lines" in place of sku and qty. */
+static void set_lines(json_t *j, const struct hold_row *h, const char *left_key)
+{
+    if (!j || h->nlines <= 1)
+        return;
+    json_object_del(j, "sku");
+    json_object_del(j, "qty");
+    json_object_del(j, "remaining");
+    json_object_set_new(j, "lines", lines_json(h, left_key));
+}
+
 static json_t *hold_json(const char *order_id, const struct hold_answer *a)
 {
-    return json_pack("{s:b,s:s,s:s,s:I,s:b,s:s,s:I,s:s}", "ok", 1, "order_id", order_id,
-                     "sku", a->h.sku, "qty", (json_int_t)a->h.qty, "held",
-                     strcmp(a->h.state, "held") == 0, "state", a->h.state, "expires_at_ms",
-                     (json_int_t)a->h.expires_at_ms, "guard", a->h.guard);
+    json_t *j = json_pack("{s:b,s:s,s:s,s:I,s:b,s:s,s:I,s:s}", "ok", 1, "order_id", order_id,
+                          "sku", a->h.sku, "qty", (json_int_t)a->h.qty, "held",
+                          strcmp(a->h.state, "held") == 0, "state", a->h.state,
+                          "expires_at_ms", (json_int_t)a->h.expires_at_ms, "guard",
+                          a->h.guard);
+    if (j && a->h.user_id[0])
+        json_object_set_new(j, "user_id", json_string(a->h.user_id));
+    set_lines(j, &a->h, NULL);
+    return j;
+}
+
+/* 409 out_of_stock with every short line in "short" (a cart's lines all
+ * or nothing; one SKU: its one line). */
+static void answer_short(const struct reserve_body *b, const struct hold_answer *a,
+                         struct http_resp *resp)
+{
+    json_t *arr = json_array();
+    for (int i = 0; arr && i < a->h.nlines; i++)
+        if (a->h.line[i].left < a->h.line[i].qty)
+            json_array_append_new(arr, json_pack("{s:s,s:I,s:I}", "sku", a->h.line[i].sku,
+                                                 "requested", (json_int_t)a->h.line[i].qty,
+                                                 "available", (json_int_t)a->h.line[i].left));
+    json_t *j = json_pack("{s:b,s:s,s:s}", "ok", 0, "error", "out_of_stock", "detail", "");
+    char detail[256];
+    if (b->cart)
+        snprintf(detail, sizeof(detail), "the cart was refused: nothing was held; every "
+                 "short line is listed in \"short\"");
+    else
+        snprintf(detail, sizeof(detail), "%s has %lld left, %lld requested", b->sku, a->left,
+                 b->qty);
+    if (j) {
+        json_object_set_new(j, "detail", json_string(detail));
+        json_object_set_new(j, "short", arr ? arr : json_array());
+    } else {
+        json_decref(arr);
+    }
+    http_json(resp, 409, j);
 }
 
 static void answer_reserve(const struct reserve_body *b, const struct hold_answer *a,
                            struct http_resp *resp)
 {
     json_t *j;
+    const char *sku = a->h.sku[0] ? a->h.sku : b->line[0].sku;
     switch (a->result) {
     case HOLD_HELD:
     case HOLD_REPEAT:
@@ -124,16 +213,20 @@ static void answer_reserve(const struct reserve_body *b, const struct hold_answe
         http_json(resp, 200, j);
         return;
     case HOLD_OUT_OF_STOCK:
-        http_error(resp, 409, "out_of_stock", "%s has %lld left, %lld requested", b->sku,
-                   a->left, b->qty);
+        answer_short(b, a, resp);
         return;
     case HOLD_UNKNOWN_SKU:
-        http_error(resp, 404, "unknown_sku", "no SKU '%s' (seed it with PUT /inventory/%s)",
-                   b->sku, b->sku);
+        http_error(resp, 404, "unknown_sku", "no SKU '%s' (seed it with PUT /inventory/%s); "
+                   "nothing was held", sku, sku);
         return;
-    case HOLD_LIMITED:
-        http_error(resp, 400, "bad_request", "%s has a purchase limit (limit_per_user): a "
-                   "hold carries no buyer, so it is not offered; nothing was held", b->sku);
+    case HOLD_NO_USER:
+        http_error(resp, 400, "bad_request", "user_id required: %s has a limit of %lld per "
+                   "user; nothing was held", sku, a->left);
+        return;
+    case HOLD_LIMIT_EXCEEDED:
+        http_error(resp, 409, "limit_exceeded", "limit %lld per user: user %s's holds and "
+                   "purchases of %s leave no room for this order; nothing was held", a->left,
+                   b->user_id, sku);
         return;
     default:
         http_error(resp, 409, "order_id_conflict", "order '%s' already has another hold or "
@@ -166,7 +259,8 @@ void inv_route_reserve(void *app, struct route_call *call, const struct http_req
     struct deduct_env env;
     if (inv_env_ready(c, &env, resp) != 0)
         return;
-    struct hold_reserve_req r = {b.order_id, b.sku, g->name, c->instance, b.qty, b.ttl_ms};
+    struct hold_reserve_req r = {b.order_id, g->name, c->instance, b.user_id, b.ttl_ms,
+                                 b.nlines, b.line};
     struct hold_answer a;
     if (guard_reserve(g, &env, &r, &a) != 0)
         inv_answer_failure(&a.res, NULL, resp);
@@ -207,10 +301,16 @@ static void answer_confirm(const char *order_id, const struct hold_answer *a,
                               r == HOLD_CONFIRMED_FRESH || a->h.fresh);
         if (j && r == HOLD_CONFIRM_REPEAT)
             json_object_set_new(j, "duplicate", json_true());
+        /* a repeat read the lines, not the stock each sale left */
+        set_lines(j, &a->h, r == HOLD_CONFIRM_REPEAT ? NULL : "remaining");
         http_json(resp, 200, j);
     } else if (r == HOLD_EXPIRED) {
         http_error(resp, 409, "hold_expired", "the hold of order '%s' passed its deadline "
                    "and its units were given back; none are left to sell", order_id);
+    } else if (r == HOLD_LIMIT_EXCEEDED) {
+        http_error(resp, 409, "limit_exceeded", "the hold of order '%s' passed its deadline "
+                   "and gave its quota back; user %s has used it since (limit per user), so "
+                   "none is sold", order_id, a->h.user_id);
     } else if (r == HOLD_CONFLICT) {
         http_error(resp, 409, "order_id_conflict", "order '%s' was sold outright since its "
                    "reserve; the hold stays until it is released or expires", order_id);
@@ -286,6 +386,7 @@ int inv_hold_release(const struct deduct_env *env, const char *order_id,
                                                                   ? "released" : a.h.state);
     if (j && a.result != HOLD_GIVEN_BACK)
         json_object_set_new(j, "duplicate", json_true());
+    set_lines(j, &a.h, NULL);
     http_json(resp, 200, j);
     return 1;
 }

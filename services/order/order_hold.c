@@ -15,7 +15,7 @@
 #include <string.h>
 
 static const char *const hold_fields[] = {"sku", "qty", "order_id", "user_id", "guard",
-                                          "pay_within_ms"};
+                                          "pay_within_ms", "lines"};
 
 char *order_hold_body(const struct order_req *o, char *err, size_t errlen)
 {
@@ -23,19 +23,31 @@ char *order_hold_body(const struct order_req *o, char *err, size_t errlen)
     json_t *v;
     json_object_foreach(o->forward, key, v) {
         size_t i = 0;
-        while (i < 6 && strcmp(key, hold_fields[i]) != 0)
+        while (i < 7 && strcmp(key, hold_fields[i]) != 0)
             i++;
-        if (i == 6) {
+        if (i == 7) {
             snprintf(err, errlen, "%.40s: an order with pay_within_ms takes only sku, qty, "
-                     "order_id, user_id, guard", key);
+                     "lines, order_id, user_id, guard", key);
             return NULL;
         }
     }
-    json_t *j = json_pack("{s:s,s:s,s:I,s:I}", "order_id", o->order_id, "sku", o->sku, "qty",
-                          (json_int_t)o->qty, "ttl_ms", (json_int_t)o->pay_within_ms);
+    json_t *j = json_pack("{s:s,s:I}", "order_id", o->order_id, "ttl_ms",
+                          (json_int_t)o->pay_within_ms);
+    json_t *lines = json_object_get(o->forward, "lines");
+    if (j && lines) {          /* a cart: held whole, as the inventory checks it */
+        json_object_set(j, "lines", lines);
+    } else if (j) {
+        json_object_set_new(j, "sku", json_string(o->sku));
+        json_object_set_new(j, "qty", json_integer(o->qty));
+    }
     json_t *g = json_object_get(o->forward, "guard");
     if (j && g)
         json_object_set(j, "guard", g);
+    /* The client's buyer (not "anonymous": every anonymous order would
+     * share one quota): a limited SKU's hold counts against it. */
+    json_t *u = json_object_get(o->forward, "user_id");
+    if (j && u)
+        json_object_set(j, "user_id", u);
     char *body = j ? json_dumps(j, JSON_COMPACT) : NULL;
     json_decref(j);
     if (!body)
@@ -51,6 +63,14 @@ static json_t *awaiting_json(const char *order_id, const struct order_row *r,
                           r->guard);
     if (j && expires_at_ms > 0)
         json_object_set_new(j, "expires_at_ms", json_integer(expires_at_ms));
+    json_t *lines = r->lines[0] ? json_loads(r->lines, 0, NULL) : NULL;
+    if (j && lines) {          /* a cart: its lines for sku and qty, as a placed one */
+        json_object_del(j, "sku");
+        json_object_del(j, "qty");
+        json_object_set_new(j, "lines", lines);
+    } else {
+        json_decref(lines);
+    }
     return j;
 }
 
@@ -64,6 +84,7 @@ void order_hold_finish(const struct order_conf *c, struct db_conn *db,
     json_unpack(ans, "{s?I,s?s}", "expires_at_ms", &expires, "guard", &guard);
     struct order_row r = {.qty = o->qty, .remaining = -1};
     snprintf(r.sku, sizeof(r.sku), "%s", o->sku);
+    snprintf(r.lines, sizeof(r.lines), "%s", o->lines);
     snprintf(r.guard, sizeof(r.guard), "%s", guard);
     snprintf(r.status, sizeof(r.status), "awaiting_payment");
     json_decref(ans);

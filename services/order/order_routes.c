@@ -132,9 +132,6 @@ static void route_post_orders(void *app, struct route_call *call, const struct h
         http_error(resp, 500, "internal", "out of memory");
     else if (form < 0)
         http_error(resp, 400, "bad_request", "%s", err);
-    else if (pay && r->lines[0])
-        http_error(resp, 400, "bad_request",
-                   "pay_within_ms is not offered for carts (lines): a hold is one SKU");
     else if (id_field(o, "user_id", &user, err, sizeof(err)) != 0 ||
              id_field(o, "order_id", &order_id, err, sizeof(err)) != 0)
         http_error(resp, 400, "bad_request", "%s", err);

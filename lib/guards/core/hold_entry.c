@@ -4,6 +4,8 @@
 
 #include "base/metrics.h"
 #include "base/util.h"
+#include "guards/core/cart_locks.h"
+#include "stock/cart.h"
 #include "stock/txn.h"
 
 #include <stdio.h>
@@ -61,11 +63,14 @@ static int hold_work_run(void *ctx, const struct deduct_env *env,
     return 0;
 }
 
-/* Run fn under g's lock for sku when g is a lock guard, as a plain
- * request would take it (the instance's wait, the guard's defaults).
- * Returns fn's value, or -1 with res filled (MySQL, lock not had). */
-static int hold_locked(const struct guard *g, const struct deduct_env *env, const char *sku,
-                       const char *order_id, struct hold_work *w, struct deduct_res *res)
+/* Run fn under g's lock for every SKU of lines (sorted, one per SKU: a
+ * cart's locks nest in one order, core/cart_locks.c) when g is a lock
+ * guard, as a plain request would take them (the instance's wait, the
+ * guard's defaults, one wait budget for all). Returns fn's value, or -1
+ * with res filled (MySQL, a lock not had). */
+static int hold_locked(const struct guard *g, const struct deduct_env *env,
+                       const struct hold_line *lines, int nlines, const char *order_id,
+                       struct hold_work *w, struct deduct_res *res)
 {
     memset(res, 0, sizeof(*res));
     if (!g || !g->locked) {
@@ -73,13 +78,19 @@ static int hold_locked(const struct guard *g, const struct deduct_env *env, cons
         return w->rc < 0 ? -1 : w->rc;
     }
     struct deduct_req req;
+    struct cart_touch t[HOLD_LINES_MAX];
     memset(&req, 0, sizeof(req));
-    snprintf(req.sku, sizeof(req.sku), "%s", sku);
+    for (int i = 0; i < nlines; i++) {
+        memset(&t[i], 0, sizeof(t[i]));
+        snprintf(t[i].sku, sizeof(t[i].sku), "%s", lines[i].sku);
+        t[i].qty = 1;
+    }
+    snprintf(req.sku, sizeof(req.sku), "%s", lines[0].sku);
     snprintf(req.order_id, sizeof(req.order_id), "%s", order_id);
     req.qty = 1;
     req.lock_wait_ms = env->default_wait_ms > 0 ? env->default_wait_ms : HOLD_DEFAULT_WAIT_MS;
     req.deadline = util_now() + (double)(req.lock_wait_ms + HOLD_MARGIN_MS) / 1000.0;
-    if (g->locked(g, env, &req, hold_work_run, w, res) != 0)
+    if (guard_locked_each(g, env, &req, t, nlines, 0, hold_work_run, w, res) != 0)
         return -1;
     return w->rc < 0 ? -1 : w->rc;
 }
@@ -108,7 +119,7 @@ int guard_reserve(const struct guard *g, const struct deduct_env *env,
     }
     struct reserve_ctx c = {r, a};
     struct hold_work w = {reserve_fn, &c, 0};
-    int rc = hold_locked(g, env, r->sku, r->order_id, &w, &a->res);
+    int rc = hold_locked(g, env, r->line, r->nlines, r->order_id, &w, &a->res);
     if (rc < 0)
         return -1;
     a->result = rc;
@@ -150,7 +161,7 @@ static int on_hold(const struct deduct_env *env, struct order_ctx *c,
                    int (*fn)(void *, struct db_conn *))
 {
     struct hold_answer *a = c->a;
-    int rc = store_hold_get(env->db, c->order_id, 0, &a->h);
+    int rc = stock_hold_load(env->db, c->order_id, 0, &a->h);
     if (rc < 0) {
         stock_db_failure(env->db, rc, &a->res);
         return -1;
@@ -160,7 +171,8 @@ static int on_hold(const struct deduct_env *env, struct order_ctx *c,
         return 0;
     }
     struct hold_work w = {fn, c, 0};
-    rc = hold_locked(guard_find(a->h.guard), env, a->h.sku, c->order_id, &w, &a->res);
+    rc = hold_locked(guard_find(a->h.guard), env, a->h.line, a->h.nlines, c->order_id, &w,
+                     &a->res);
     if (rc < 0)
         return -1;
     a->result = rc;
