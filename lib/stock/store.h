@@ -243,6 +243,20 @@ int store_limit_of(struct db_conn *db, const char *sku, long long *limit);
 /* Set the SKU's limit and clear its buyers' counts (the reseed, inside its
  * transaction). 0 or a negative DB_E* code. */
 int store_limit_set(struct db_conn *db, const char *sku, long long limit);
+/* The sale's own reads with the SKU's limit in the same row (no extra
+ * round trip to learn it): store_read / store_read_seeded plus *limit.
+ * Exact for the sale they decide: a limit changes only in a reseed, which
+ * bumps version and seeds, so the conditional write that follows (or the
+ * row lock, for_update) refuses a sale decided on an older limit. */
+int store_read_limit(struct db_conn *db, const char *sku, int for_update, long long *stock,
+                     long long *version, long long *limit);
+int store_read_seeded_limit(struct db_conn *db, const char *sku, long long *stock,
+                            long long *version, long long *seeds, long long *limit);
+/* store_take_if_enough_left only for an unlimited SKU (limit_per_user 0):
+ * the unlimited sale's one statement, as before limits existed. 0 rows:
+ * not enough, no SKU, or a limited SKU (the caller's locked read tells). */
+long long store_take_if_enough_unlimited(struct db_conn *db, const char *sku, long long qty,
+                                         long long *left);
 /* Inside the sale's transaction: the user's count += qty only while it
  * stays <= limit. > 0 taken, 0 over the limit (nothing moved), DB_ERETRY
  * when the transaction is gone (a Galera brute-force abort: nothing

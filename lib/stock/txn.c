@@ -215,7 +215,7 @@ static void rmw_refused(const char *guard_name, const struct deduct_env *env,
  * answer. */
 static int rmw_read(const char *guard_name, const struct deduct_env *env,
                     const struct deduct_req *req, long long *stock, long long *version,
-                    long long *seeds, struct deduct_res *res)
+                    long long *seeds, long long *limit, struct deduct_res *res)
 {
     long long claimed = 1;
     if (req->fencing && req->fence == 0) {
@@ -237,7 +237,7 @@ static int rmw_read(const char *guard_name, const struct deduct_env *env,
         stock_db_failure(env->db, (int)claimed, res);
         return 0;
     }
-    int rc = store_read_seeded(env->db, req->sku, stock, version, seeds);
+    int rc = store_read_seeded_limit(env->db, req->sku, stock, version, seeds, limit);
     if (rc < 0) {
         stock_db_failure(env->db, rc, res);
         return 0;
@@ -255,7 +255,7 @@ static int rmw_read(const char *guard_name, const struct deduct_env *env,
         res->remaining = *stock;
         return 0;
     }
-    return 1;
+    return !stock_limit_needs_user(req, *limit, res);
 }
 
 int stock_rmw_checked(const char *guard_name, const struct deduct_env *env,
@@ -263,8 +263,9 @@ int stock_rmw_checked(const char *guard_name, const struct deduct_env *env,
                       int (*may_write)(void *ctx, struct deduct_res *res), void *ctx,
                       struct deduct_res *res)
 {
-    long long stock, version, seeds;
-    if (!rmw_read(guard_name, env, req, &stock, &version, &seeds, res))
+    long long stock, version, seeds, limit = 0;
+    /* limit: read with the row, exact for the write on its seeds/version */
+    if (!rmw_read(guard_name, env, req, &stock, &version, &seeds, &limit, res))
         return 0;
     util_sleep_ms(req->hold_ms);   /* the source articles' slow business call */
     if (stock_past_deadline(req, res))
@@ -289,7 +290,7 @@ int stock_rmw_checked(const char *guard_name, const struct deduct_env *env,
     }
     if ((n = store_ledger_insert(env->db, req->order_id, req->sku, req->qty, remaining,
                                  guard_name, env->instance, req->user_id)) < 0 ||
-        (n = stock_limit_charge(env, req, res)) < 0) {
+        (n = stock_limit_charge(env, req, limit, res)) < 0) {
         txn_failed(env, req, n, res);
         return 0;
     }
