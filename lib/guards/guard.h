@@ -267,6 +267,11 @@ struct guard {
      * reads no limit for a guard with no_mysql_deduct: such a guard
      * refuses a limited SKU itself (redis-stream: stream_limit.c). */
     int no_purchase_limits;
+    /* With no_purchase_limits: the guard refuses a limited SKU itself, from
+     * a read or write of the row its deduction makes anyway (batched-update:
+     * its batch's conditional write matches unlimited SKUs only, its locking
+     * read brings the limit), so the entry point reads no limit for it. */
+    int limits_in_deduct;
 };
 
 /* This guard's options for req: what the body set, else its defaults

@@ -63,7 +63,8 @@ int guard_limit_gate(const struct guard *g, const struct deduct_env *env,
      * learns the limit from its own read or write of the row, inside the
      * sale (stock_limit_charge): no statement here, so an unlimited SKU
      * runs exactly the statements it ran before limits existed. */
-    if (!env->db || g->no_mysql_deduct || (!g->no_purchase_limits && !req->limit_separate))
+    if (!env->db || g->no_mysql_deduct || g->limits_in_deduct ||
+        (!g->no_purchase_limits && !req->limit_separate))
         return 1;
     int rc = store_limit_of(env->db, req->sku, &r->limit);
     if (rc < 0) {
