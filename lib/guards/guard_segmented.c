@@ -498,6 +498,8 @@ const struct guard guard_segmented = {
     .doc = &doc,
     /* its sale is decided outside one MySQL transaction: refuses limited SKUs */
     .no_purchase_limits = 1,
+    /* its MySQL write matches unlimited SKUs only (stock_record_relative) */
+    .limits_in_deduct = 1,
     .how = "stock split over K Redis segment keys, each with its own lock; walk until one has stock",
     .expect = "correct, higher throughput",
     .safe_across_instances = 1,

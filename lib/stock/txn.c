@@ -318,21 +318,38 @@ int stock_record_relative(const char *guard_name, const struct deduct_env *env,
     return stock_record_relative_seeded(guard_name, env, req, -1, res);
 }
 
+/* A sale decided outside MySQL of a SKU with a purchase limit (the
+ * unseeded write matches unlimited SKUs only; its read after brings the
+ * limit): these guards enforce none, so nothing is sold (the caller gives
+ * its side state back). */
+static int relative_limited(const char *guard_name, const struct deduct_env *env,
+                            long long limit, struct deduct_res *res)
+{
+    db_rollback(env->db);
+    res->outcome = DEDUCT_BAD_REQUEST;
+    snprintf(res->detail, sizeof(res->detail), "%.20s enforces no limits (%lld/user); GET "
+             "/guards marks those that do (\"limits\": true), e.g. conditional-update",
+             guard_name, limit);
+    return STOCK_NOT_COMMITTED;
+}
+
 int stock_record_relative_seeded(const char *guard_name, const struct deduct_env *env,
                                  const struct deduct_req *req, long long seeds,
                                  struct deduct_res *res)
 {
-    long long n, stock = 0, version, now_seeds = seeds;
+    long long n, stock = 0, version, now_seeds = seeds, limit = 0;
     if (stock_past_deadline(req, res))
         return STOCK_NOT_COMMITTED;
     if ((n = db_begin(env->db)) < 0 ||
-        (n = seeds < 0 ? store_take_if_enough_left(env->db, req->sku, req->qty, &stock)
+        (n = seeds < 0 ? store_take_if_enough_unlimited(env->db, req->sku, req->qty, &stock)
                        : store_take_if_enough_seeded(env->db, req->sku, req->qty, seeds)) < 0)
         goto fail;
     /* Unseeded, a write that took hands back what it left: no read. */
     int found = seeds < 0 && n == 1 ? 1
-                : seeds < 0 ? store_read(env->db, req->sku, 0, &stock, &version)
+                : seeds < 0 ? store_read_limit(env->db, req->sku, 0, &stock, &version, &limit)
                             : store_read_seeded(env->db, req->sku, &stock, &version, &now_seeds);
+    if (found == 1 && n == 0 && limit > 0)
+        return relative_limited(guard_name, env, limit, res);
     if (found <= 0) {
         if (found == 0) {
             db_rollback(env->db);

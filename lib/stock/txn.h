@@ -42,7 +42,11 @@ int stock_rmw_checked(const char *guard_name, const struct deduct_env *env,
  * side state back); STOCK_DIVERGED when the floor refused it, and
  * STOCK_COMMIT_UNKNOWN when the COMMIT's outcome could not be learnt: in
  * both the caller neither gives back nor keeps, it has its side state
- * reconciled with MySQL. */
+ * reconciled with MySQL. A SKU with a purchase limit is never sold here
+ * (these guards enforce none): its write matches unlimited SKUs only, the
+ * read that follows a miss brings the limit, and it returns
+ * STOCK_NOT_COMMITTED with res the 400 (no limit read per sale). The
+ * seeded form checks no limit: its caller has the entry point refuse. */
 int stock_record_relative(const char *guard_name, const struct deduct_env *env,
                           const struct deduct_req *req, struct deduct_res *res);
 
