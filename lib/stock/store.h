@@ -80,7 +80,9 @@ long long store_take_if_enough_seeded(struct db_conn *db, const char *sku, long 
 long long store_take_locked(struct db_conn *db, const char *sku, long long qty);
 /* redis-decr's group commit (relative_batch.c): stock -= sum for a group
  * decided on `seeds`, only while stock >= sum, the row still on those
- * seeds, inside this transaction. The portable form (any dialect) hands the
+ * seeds and of a SKU without a purchase limit (a limited one is refused
+ * from the locking read that follows a miss), inside this transaction.
+ * The portable form (any dialect) hands the
  * stock it left back in its own reply (*left, LAST_INSERT_ID(expr) as
  * store_take_if_enough_left) and checks the transaction by its marker
  * (DB_IN_OUR_TXN); the MariaDB form leaves it in the session variable
@@ -252,6 +254,11 @@ int store_read_limit(struct db_conn *db, const char *sku, int for_update, long l
                      long long *version, long long *limit);
 int store_read_seeded_limit(struct db_conn *db, const char *sku, long long *stock,
                             long long *version, long long *seeds, long long *limit);
+/* store_read_seeds_locked with the SKU's limit (redis-decr's group
+ * commit, whose writes match unlimited SKUs only: it refuses a limited
+ * one from this read). */
+int store_read_seeds_limit_locked(struct db_conn *db, const char *sku, long long *stock,
+                                  long long *seeds, long long *limit);
 /* store_take_if_enough_left only for an unlimited SKU (limit_per_user 0):
  * the unlimited sale's one statement, as before limits existed. 0 rows:
  * not enough, no SKU, or a limited SKU (the caller's locked read tells). */

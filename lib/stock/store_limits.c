@@ -33,6 +33,14 @@ int store_read_seeded_limit(struct db_conn *db, const char *sku, long long *stoc
     return n < 0 ? (int)n : n > 0;
 }
 
+int store_read_seeds_limit_locked(struct db_conn *db, const char *sku, long long *stock,
+                                  long long *seeds, long long *limit)
+{
+    long long n = db_run(db, "SELECT stock, seeds, limit_per_user FROM inventory WHERE sku=? "
+                             "FOR UPDATE", "s", "lll", sku, stock, seeds, limit);
+    return n < 0 ? (int)n : n > 0;
+}
+
 long long store_take_if_enough_unlimited(struct db_conn *db, const char *sku, long long qty,
                                          long long *left)
 {
