@@ -321,16 +321,14 @@ int stock_record_relative(const char *guard_name, const struct deduct_env *env,
 /* A sale decided outside MySQL of a SKU with a purchase limit (the
  * unseeded write matches unlimited SKUs only; its read after brings the
  * limit): these guards enforce none, so nothing is sold (the caller gives
- * its side state back). */
-static int relative_limited(const char *guard_name, const struct deduct_env *env,
-                            long long limit, struct deduct_res *res)
+ * its side state back and answers the 400). */
+static int relative_limited(const struct deduct_env *env, long long limit,
+                            struct deduct_res *res)
 {
     db_rollback(env->db);
     res->outcome = DEDUCT_BAD_REQUEST;
-    snprintf(res->detail, sizeof(res->detail), "%.20s enforces no limits (%lld/user); GET "
-             "/guards marks those that do (\"limits\": true), e.g. conditional-update",
-             guard_name, limit);
-    return STOCK_NOT_COMMITTED;
+    res->remaining = limit;
+    return STOCK_LIMITED;
 }
 
 int stock_record_relative_seeded(const char *guard_name, const struct deduct_env *env,
@@ -349,7 +347,7 @@ int stock_record_relative_seeded(const char *guard_name, const struct deduct_env
                 : seeds < 0 ? store_read_limit(env->db, req->sku, 0, &stock, &version, &limit)
                             : store_read_seeded(env->db, req->sku, &stock, &version, &now_seeds);
     if (found == 1 && n == 0 && limit > 0)
-        return relative_limited(guard_name, env, limit, res);
+        return relative_limited(env, limit, res);
     if (found <= 0) {
         if (found == 0) {
             db_rollback(env->db);

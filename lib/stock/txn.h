@@ -45,8 +45,8 @@ int stock_rmw_checked(const char *guard_name, const struct deduct_env *env,
  * reconciled with MySQL. A SKU with a purchase limit is never sold here
  * (these guards enforce none): its write matches unlimited SKUs only, the
  * read that follows a miss brings the limit, and it returns
- * STOCK_NOT_COMMITTED with res the 400 (no limit read per sale). The
- * seeded form checks no limit: its caller has the entry point refuse. */
+ * STOCK_LIMITED (no limit read per sale). The seeded form checks no
+ * limit: its caller has the entry point refuse. */
 int stock_record_relative(const char *guard_name, const struct deduct_env *env,
                           const struct deduct_req *req, struct deduct_res *res);
 
@@ -86,6 +86,10 @@ enum stock_commit {
     STOCK_RESEEDED = -4,       /* (stock_record_relative_seeded) the SKU was
                                 * reseeded after the side state the sale was
                                 * decided on: nothing written */
+    STOCK_LIMITED = -5,        /* (stock_record_relative) the SKU has a purchase
+                                * limit, which these guards do not enforce:
+                                * nothing written, res->remaining holds the
+                                * limit for the guard's 400; compensate */
 };
 
 /* COMMIT the open transaction that wrote req's ledger row. A COMMIT whose

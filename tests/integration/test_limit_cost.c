@@ -17,6 +17,7 @@
 #include "itest.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define SALES 40
@@ -74,6 +75,10 @@ static void test_unlimited_sale_costs_what_it_did(void **state)
         {"conditional-update", 4}, {"for-update", 5}, {"optimistic", 5},
         {"none", 5}, {"redis-lock", 6}, {"batched-update", 4}, {"segmented", 5},
     };
+    /* The MySQL-portable dialect marks each transaction with a statement
+     * of its own (DB_IN_OUR_TXN): one more per sale, limits or not. */
+    const char *dialect = getenv("LAB_SQL_DIALECT");
+    double txn_mark = dialect && strcmp(dialect, "mysql") == 0 ? 1 : 0;
     long long cost = read_cost();
     assert_true(cost >= 0);
     int over = 0;   /* every guard measured and printed, then the verdict */
@@ -82,9 +87,9 @@ static void test_unlimited_sale_costs_what_it_did(void **state)
         snprintf(sku, sizeof(sku), "Cost-%zu", i);
         double per = statements_per_sale(ceil[i].guard, sku, cost);
         print_message("  %-20s %.2f statements per sale (before limits: %.0f)\n",
-                      ceil[i].guard, per, ceil[i].before);
+                      ceil[i].guard, per, ceil[i].before + txn_mark);
         /* slack: a few stray statements of the stack's own over SALES */
-        over += per < 0 || per > ceil[i].before + 0.5;
+        over += per < 0 || per > ceil[i].before + txn_mark + 0.5;
     }
     assert_int_equal(over, 0);
 }

@@ -1,5 +1,6 @@
 /* Group commit of Redis-decided sales (see relative_batch.h). */
 #include "guards/redis_decr/relative_batch.h"
+#include "guards/guard.h"
 
 #include "stock/store.h"
 #include "stock/txn.h"
@@ -187,10 +188,7 @@ static int locked_read(const char *guard_name, const struct deduct_env *env,
     db_rollback(env->db);
     struct deduct_res why;
     memset(&why, 0, sizeof(why));
-    why.outcome = DEDUCT_BAD_REQUEST;
-    snprintf(why.detail, sizeof(why.detail), "%.20s enforces no limits (%lld/user); GET "
-             "/guards marks those that do (\"limits\": true), e.g. conditional-update",
-             guard_name, limit);
+    guard_limit_refuse(guard_name, limit, &why);
     answer_open(pick, n, &why, STOCK_NOT_COMMITTED);
     return ROUND_LIMITED;
 }
