@@ -51,13 +51,13 @@ static double statements_per_sale(const char *guard, const char *sku, long long 
     snprintf(url, sizeof(url), "%s/inventory/%s", it.inventory[0], sku);
     assert_int_equal(it_status("PUT", url, "{\"stock\":1000,\"limit_per_user\":0}"), 200);
     snprintf(url, sizeof(url), "%s/inventory/deduct", it.inventory[0]);
-    /* one sale first: connections, prepared statements and caches warm */
-    snprintf(body, sizeof(body), "{\"sku\":\"%s\",\"qty\":1,\"user_id\":\"w\","
-             "\"order_id\":\"%s-w\",\"guard\":\"%s\"}", sku, sku, guard);
-    if (it_status("POST", url, body) != 200)
-        return -1;
-    long long before = questions();
-    for (int i = 0; i < SALES; i++) {
+    /* SALES sales first, uncounted: every worker's connection has made its
+     * first transaction (the portable dialect's marker table) and prepared
+     * the guard's statements, which a later sale does not repeat */
+    long long before = 0;
+    for (int i = -SALES; i < SALES; i++) {
+        if (i == 0)
+            before = questions();
         snprintf(body, sizeof(body), "{\"sku\":\"%s\",\"qty\":1,\"user_id\":\"u%d\","
                  "\"order_id\":\"%s-%d\",\"guard\":\"%s\"}", sku, i, sku, i, guard);
         if (it_status("POST", url, body) != 200)
@@ -82,6 +82,7 @@ static void test_unlimited_sale_costs_what_it_did(void **state)
     long long cost = read_cost();
     assert_true(cost >= 0);
     int over = 0;   /* every guard measured and printed, then the verdict */
+    char worst[512] = "";
     for (size_t i = 0; i < sizeof(ceil) / sizeof(ceil[0]); i++) {
         char sku[48];
         snprintf(sku, sizeof(sku), "Cost-%zu", i);
@@ -89,8 +90,14 @@ static void test_unlimited_sale_costs_what_it_did(void **state)
         print_message("  %-20s %.2f statements per sale (before limits: %.0f)\n",
                       ceil[i].guard, per, ceil[i].before + txn_mark);
         /* slack: a few stray statements of the stack's own over SALES */
-        over += per < 0 || per > ceil[i].before + txn_mark + 0.5;
+        if (per < 0 || per > ceil[i].before + txn_mark + 0.5) {
+            over++;
+            size_t w = strlen(worst);
+            snprintf(worst + w, sizeof(worst) - w, " %s %.2f", ceil[i].guard, per);
+        }
     }
+    if (over)   /* last: what the runner's tail shows */
+        print_message("  %d guard(s) over their count:%s\n", over, worst);
     assert_int_equal(over, 0);
 }
 
