@@ -303,8 +303,7 @@ static enum seg_try try_segment(const struct guard *self, const struct deduct_en
         goto out;
     }
     int rec = stock_record_relative(self->name, env, req, res);
-    if (rec == STOCK_LIMITED)   /* a limited SKU: refused, its unit goes back */
-        guard_limit_refuse(self->name, res->remaining, res);
+    /* STOCK_LIMITED: a limited SKU, refused (the entry point words it) */
     if (rec == STOCK_NOT_COMMITTED || rec == STOCK_LIMITED) {
         unit_back(rk, key, epoch, req, i);
         goto out;

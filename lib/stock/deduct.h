@@ -112,6 +112,11 @@ struct deduct_res {
     int retries;               /* optimistic CAS misses, deadlock retries */
     double lock_wait_s;        /* time spent acquiring the guard */
     char detail[160];          /* human sentence for errors */
+    long long refused_limit;   /* > 0: the guard refused the SKU for its
+                                * purchase limit (it enforces none); the
+                                * entry point words the 400 (naming the
+                                * guards that do), which a guard file cannot
+                                * without a call circle through the registry */
 };
 
 struct db_conn;

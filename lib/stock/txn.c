@@ -327,7 +327,7 @@ static int relative_limited(const struct deduct_env *env, long long limit,
 {
     db_rollback(env->db);
     res->outcome = DEDUCT_BAD_REQUEST;
-    res->remaining = limit;
+    res->refused_limit = limit;
     return STOCK_LIMITED;
 }
 

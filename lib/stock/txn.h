@@ -88,8 +88,8 @@ enum stock_commit {
                                 * decided on: nothing written */
     STOCK_LIMITED = -5,        /* (stock_record_relative) the SKU has a purchase
                                 * limit, which these guards do not enforce:
-                                * nothing written, res->remaining holds the
-                                * limit for the guard's 400; compensate */
+                                * nothing written, res a 400 with
+                                * refused_limit set; compensate */
 };
 
 /* COMMIT the open transaction that wrote req's ledger row. A COMMIT whose

@@ -1,7 +1,6 @@
 /* One group commit of a hot SKU (see batch.h). */
 #include "guards/batched_update/batch.h"
 
-#include "guards/guard.h"
 #include "stock/store.h"
 #include "stock/txn.h"
 
@@ -37,6 +36,7 @@ static void answer_all(struct batch_item **pick, int n, const struct deduct_res 
         pick[i]->res->outcome = from->outcome;
         pick[i]->res->remaining = from->remaining;
         memcpy(pick[i]->res->detail, from->detail, sizeof(from->detail));
+        pick[i]->res->refused_limit = from->refused_limit;
         pick[i]->answered = 1;
     }
 }
@@ -145,17 +145,14 @@ static int round_conflicted(const struct deduct_env *env, int round)
     return 1;
 }
 
-/* One transaction over pick[0..n-1] (distinct order ids). Returns 1 when
- * every picked item is answered or may be retried in another round (a
- * ledger duplicate was answered), 0 when the round made no progress. */
 /* sell_round's locking read (the fast write took nothing): the row with
  * its purchase limit. A limited SKU is refused for everyone picked, from
  * this read the round makes anyway: the guard does not enforce limits,
  * and the entry point reads no limit for it (guard.h, limits_in_deduct).
  * 1 found, 0 no SKU, BATCH_LIMITED (rolled back, all answered), DB_E*. */
 #define BATCH_LIMITED 2
-static int locked_read(const char *guard_name, const struct deduct_env *env,
-                       struct batch_item **pick, int n, long long *stock, long long *version)
+static int locked_read(const struct deduct_env *env, struct batch_item **pick, int n,
+                       long long *stock, long long *version)
 {
     long long limit = 0;
     int rc = store_read_limit(env->db, pick[0]->req->sku, 1, stock, version, &limit);
@@ -164,11 +161,15 @@ static int locked_read(const char *guard_name, const struct deduct_env *env,
     db_rollback(env->db);
     struct deduct_res why;
     memset(&why, 0, sizeof(why));
-    guard_limit_refuse(guard_name, limit, &why);
+    why.outcome = DEDUCT_BAD_REQUEST;
+    why.refused_limit = limit;   /* the entry point words the 400 */
     answer_all(pick, n, &why);
     return BATCH_LIMITED;
 }
 
+/* One transaction over pick[0..n-1] (distinct order ids). Returns 1 when
+ * every picked item is answered or may be retried in another round (a
+ * ledger duplicate was answered), 0 when the round made no progress. */
 static int sell_round(const char *guard_name, const struct deduct_env *env,
                       struct batch_item **pick, int n, int round)
 {
@@ -208,7 +209,7 @@ static int sell_round(const char *guard_name, const struct deduct_env *env,
         }
     }
     if (rc == DB_OK)
-        rc = fast ? 1 : locked_read(guard_name, env, pick, n, &stock, &version);
+        rc = fast ? 1 : locked_read(env, pick, n, &stock, &version);
     if (rc == BATCH_LIMITED)
         return 1;
     if (rc <= 0) {

@@ -1,6 +1,5 @@
 /* Group commit of Redis-decided sales (see relative_batch.h). */
 #include "guards/redis_decr/relative_batch.h"
-#include "guards/guard.h"
 
 #include "stock/store.h"
 #include "stock/txn.h"
@@ -34,6 +33,7 @@ static void answer_open(struct relative_item **pick, int n, const struct deduct_
         pick[i]->res->outcome = from->outcome;
         pick[i]->res->remaining = from->remaining;
         memcpy(pick[i]->res->detail, from->detail, sizeof(from->detail));
+        pick[i]->res->refused_limit = from->refused_limit;
         answer(pick[i], rc);
     }
 }
@@ -178,8 +178,8 @@ static int fast_round(const char *guard_name, const struct deduct_env *env,
  * (STOCK_NOT_COMMITTED). 1 read, 0 no SKU, or DB_E* (the transaction open
  * in both); ROUND_LIMITED: rolled back, all answered. */
 #define ROUND_LIMITED 2
-static int locked_read(const char *guard_name, const struct deduct_env *env,
-                       struct relative_item **pick, int n, long long *stock, long long *seeds)
+static int locked_read(const struct deduct_env *env, struct relative_item **pick, int n,
+                       long long *stock, long long *seeds)
 {
     long long limit = 0;
     int rc = store_read_seeds_limit_locked(env->db, pick[0]->req->sku, stock, seeds, &limit);
@@ -188,7 +188,8 @@ static int locked_read(const char *guard_name, const struct deduct_env *env,
     db_rollback(env->db);
     struct deduct_res why;
     memset(&why, 0, sizeof(why));
-    guard_limit_refuse(guard_name, limit, &why);
+    why.outcome = DEDUCT_BAD_REQUEST;
+    why.refused_limit = limit;   /* the entry point words the 400 */
     answer_open(pick, n, &why, STOCK_NOT_COMMITTED);
     return ROUND_LIMITED;
 }
@@ -228,7 +229,7 @@ static int round_run(const char *guard_name, const struct deduct_env *env,
         int f = fast_round(guard_name, env, pick, n, round, all, nall);
         if (f >= 0)
             return f;
-        rc = locked_read(guard_name, env, pick, n, &stock, &seeds);
+        rc = locked_read(env, pick, n, &stock, &seeds);
     }
     if (rc == ROUND_LIMITED)
         return 1;
