@@ -273,6 +273,11 @@ struct guard {
      * reads no limit for a guard with no_mysql_deduct: such a guard
      * refuses a limited SKU itself (redis-stream: stream_limit.c). */
     int no_purchase_limits;
+    /* With no_purchase_limits: the guard refuses a limited SKU itself, from
+     * a read or write of the row its deduction makes anyway (batched-update:
+     * its batch's conditional write matches unlimited SKUs only, its locking
+     * read brings the limit), so the entry point reads no limit for it. */
+    int limits_in_deduct;
 };
 
 /* This guard's options for req: what the body set, else its defaults
@@ -393,10 +398,13 @@ int guard_seed_limit(const struct deduct_env *env, const char *sku, long long st
 
 /* ---- purchase limits (core/limit_gate.c) -------------------------------- */
 
-/* Before g's deduction: read the SKU's limit into *r (a copy of req) and
- * refuse what cannot sell: a guard that does not enforce limits, no
- * user_id, and with limit_check "separate" the check itself. Returns 1
- * when g may deduct r, 0 with res filled. */
+/* Before g's deduction, *r a copy of req. Only for a guard that does not
+ * enforce limits, or limit_check "separate", read the SKU's limit into
+ * r->limit and refuse what cannot sell: the guard (a limited SKU), no
+ * user_id, and with "separate" the check itself. A guard that enforces
+ * limits atomically reads nothing here: its own read or write of the row
+ * brings the limit along (stock_limit_charge). Returns 1 when g may
+ * deduct r, 0 with res filled. */
 int guard_limit_gate(const struct guard *g, const struct deduct_env *env,
                      const struct deduct_req *req, struct deduct_req *r,
                      struct deduct_res *res);

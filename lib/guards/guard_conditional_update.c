@@ -8,27 +8,50 @@
 #include "stock/limits.h"
 #include "stock/txn.h"
 
+/* The one statement took nothing: not enough stock, no SKU, or a SKU
+ * with a purchase limit (which it leaves to this path, so an unlimited
+ * sale never reads the limit). Inside the same transaction: lock the row,
+ * read it with its limit, and take from the locked row if it can sell.
+ * Returns 1 taken (*stock left, *limit the SKU's), 0 refused (rolled
+ * back, res filled), or a negative DB_E* code. */
+static long long take_checked(const struct deduct_env *env, const struct deduct_req *req,
+                              long long *stock, long long *limit, struct deduct_res *res)
+{
+    long long version;
+    int found = store_read_limit(env->db, req->sku, 1, stock, &version, limit);
+    if (found < 0)
+        return found;
+    if (found == 0 || *stock < req->qty) {
+        db_rollback(env->db);
+        res->outcome = found ? DEDUCT_OUT_OF_STOCK : DEDUCT_UNKNOWN_SKU;
+        res->remaining = found ? *stock : 0;
+        return 0;
+    }
+    if (stock_limit_needs_user(req, *limit, res)) {
+        db_rollback(env->db);
+        return 0;
+    }
+    /* 0 rows from the locked row: our transaction is gone (Galera). */
+    long long n = store_take_locked(env->db, req->sku, req->qty);
+    if (n == 0)
+        return DB_ERETRY;
+    *stock -= req->qty;
+    return n;
+}
+
 /* One attempt. Returns DB_ERETRY when a conflict rolled it back. */
 static int attempt(const struct guard *self, const struct deduct_env *env,
                    const struct deduct_req *req, struct deduct_res *res)
 {
-    long long n, stock = 0, version;
+    long long n, stock = 0, limit = 0;
     double t0 = util_now();
     if ((n = db_begin(env->db)) < 0 ||
-        (n = store_take_if_enough_left(env->db, req->sku, req->qty, &stock)) < 0)
+        (n = store_take_if_enough_unlimited(env->db, req->sku, req->qty, &stock)) < 0 ||
+        (n == 0 && (n = take_checked(env, req, &stock, &limit, res)) < 0))
         goto db_fail;
     res->lock_wait_s = util_now() - t0;
-    if (n == 0) {
-        db_rollback(env->db);
-        int found = store_read(env->db, req->sku, 0, &stock, &version);
-        if (found < 0) {
-            stock_db_failure(env->db, found, res);
-            return 0;
-        }
-        res->outcome = found ? DEDUCT_OUT_OF_STOCK : DEDUCT_UNKNOWN_SKU;
-        res->remaining = stock;
+    if (n == 0)   /* refused: rolled back, res filled */
         return 0;
-    }
     util_sleep_ms(req->hold_ms);
     if (stock_past_deadline(req, res)) {
         db_rollback(env->db);
@@ -37,7 +60,7 @@ static int attempt(const struct guard *self, const struct deduct_env *env,
     /* stock: what our UPDATE left, from its own reply (no read after it). */
     if ((n = store_ledger_insert(env->db, req->order_id, req->sku, req->qty, stock,
                                  self->name, env->instance, req->user_id)) < 0 ||
-        (n = stock_limit_charge(env, req, res)) < 0)
+        (n = stock_limit_charge(env, req, limit, res)) < 0)
         goto db_fail;
     if (n == 0)   /* past the buyer's limit: rolled back, res filled */
         return 0;

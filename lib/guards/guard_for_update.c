@@ -15,11 +15,11 @@
 static int attempt(const struct guard *self, const struct deduct_env *env,
                    const struct deduct_req *req, struct deduct_res *res)
 {
-    long long stock, version, n;
+    long long stock, version, limit = 0, n;
     if ((n = db_begin(env->db)) < 0)
         goto db_fail;
     double t0 = util_now();
-    int found = store_read(env->db, req->sku, 1, &stock, &version);
+    int found = store_read_limit(env->db, req->sku, 1, &stock, &version, &limit);
     res->lock_wait_s += util_now() - t0;
     if (found < 0) {
         n = found;
@@ -29,6 +29,10 @@ static int attempt(const struct guard *self, const struct deduct_env *env,
         db_rollback(env->db);
         res->outcome = found ? DEDUCT_OUT_OF_STOCK : DEDUCT_UNKNOWN_SKU;
         res->remaining = found ? stock : 0;
+        return 0;
+    }
+    if (stock_limit_needs_user(req, limit, res)) {
+        db_rollback(env->db);
         return 0;
     }
     util_sleep_ms(req->hold_ms);   /* inside the row lock */
@@ -44,7 +48,7 @@ static int attempt(const struct guard *self, const struct deduct_env *env,
     if (n < 0 ||
         (n = store_ledger_insert(env->db, req->order_id, req->sku, req->qty, remaining,
                                  self->name, env->instance, req->user_id)) < 0 ||
-        (n = stock_limit_charge(env, req, res)) < 0)
+        (n = stock_limit_charge(env, req, limit, res)) < 0)
         goto db_fail;
     if (n == 0)   /* past the buyer's limit: rolled back, res filled */
         return 0;

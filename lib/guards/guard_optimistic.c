@@ -14,10 +14,10 @@ static int optimistic_attempts(const struct guard *self, const struct deduct_env
                                const struct deduct_req *req, struct deduct_res *res)
 {
     for (int i = 0; i <= env->max_retries; i++) {
-        long long stock, version, n;
+        long long stock, version, limit = 0, n;
         if (stock_past_deadline(req, res))
             return 0;
-        int found = store_read(env->db, req->sku, 0, &stock, &version);
+        int found = store_read_limit(env->db, req->sku, 0, &stock, &version, &limit);
         if (found < 0) {
             stock_db_failure(env->db, found, res);
             return 0;
@@ -27,6 +27,9 @@ static int optimistic_attempts(const struct guard *self, const struct deduct_env
             res->remaining = found ? stock : 0;
             return 0;
         }
+        if (stock_limit_needs_user(req, limit, res))
+            return 0;
+        /* limit: exact for this sale, its write is on the version read */
         util_sleep_ms(req->hold_ms);
         if (stock_past_deadline(req, res))
             return 0;
@@ -42,7 +45,7 @@ static int optimistic_attempts(const struct guard *self, const struct deduct_env
         }
         if ((n = store_ledger_insert(env->db, req->order_id, req->sku, req->qty, remaining,
                                      self->name, env->instance, req->user_id)) < 0 ||
-            (n = stock_limit_charge(env, req, res)) < 0)
+            (n = stock_limit_charge(env, req, limit, res)) < 0)
             goto db_fail;
         if (n == 0)   /* past the buyer's limit: rolled back, res filled */
             return 0;

@@ -230,6 +230,17 @@ static void lost_while_held(const struct deduct_req *req, int i, struct deduct_r
 
 /* Lock segment i (waiting at most wait_ms), check it, hold, write it, and
  * record the sale in MySQL. *units receives what the segment held. */
+/* Nothing was written in MySQL: the segment's units go back (best effort,
+ * logged: a unit lost here is one Redis undersells, never an oversell). */
+static void unit_back(const struct rrec *rk, const char *key, const char *epoch,
+                      const struct deduct_req *req, int i)
+{
+    char err[128];
+    if (rrec_give_back(rk, key, epoch, req->qty, err, sizeof(err)) < 0)
+        fprintf(stderr, "segmented: could not give %ld back to %s segment %d: %s\n",
+                req->qty, req->sku, i, err);
+}
+
 static enum seg_try try_segment(const struct guard *self, const struct deduct_env *env,
                                 const struct rrec *rk, const struct deduct_req *req, int i,
                                 long wait_ms, long *units, struct deduct_res *res)
@@ -292,11 +303,9 @@ static enum seg_try try_segment(const struct guard *self, const struct deduct_en
         goto out;
     }
     int rec = stock_record_relative(self->name, env, req, res);
-    if (rec == STOCK_NOT_COMMITTED) {
-        char err[128];
-        if (rrec_give_back(rk, key, epoch, req->qty, err, sizeof(err)) < 0)
-            fprintf(stderr, "segmented: could not give %ld back to %s segment %d: %s\n",
-                    req->qty, req->sku, i, err);
+    /* STOCK_LIMITED: a limited SKU, refused (the entry point words it) */
+    if (rec == STOCK_NOT_COMMITTED || rec == STOCK_LIMITED) {
+        unit_back(rk, key, epoch, req, i);
         goto out;
     }
     if (rec == STOCK_DIVERGED || rec == STOCK_COMMIT_UNKNOWN) {
@@ -498,6 +507,8 @@ const struct guard guard_segmented = {
     .doc = &doc,
     /* its sale is decided outside one MySQL transaction: refuses limited SKUs */
     .no_purchase_limits = 1,
+    /* its MySQL write matches unlimited SKUs only (stock_record_relative) */
+    .limits_in_deduct = 1,
     .how = "stock split over K Redis segment keys, each with its own lock; walk until one has stock",
     .expect = "correct, higher throughput",
     .safe_across_instances = 1,

@@ -44,8 +44,11 @@ struct deduct_req {
     int limit_separate;        /* body "limit_check": "separate" (the
                                 * field's defect: the count checked apart
                                 * from the sale's transaction); 0 atomic */
-    long long limit;           /* the SKU's limit_per_user, read by the
-                                * entry point before the guard runs; 0 none */
+    long long limit;           /* the SKU's limit_per_user as the entry
+                                * point read it, only for limit_check
+                                * "separate" (its precheck) or a guard that
+                                * refuses limited SKUs; else 0: the guard's
+                                * own statement reads the limit */
 };
 
 /* 1 when the request's deadline has passed (never when it has none). */
@@ -109,6 +112,11 @@ struct deduct_res {
     int retries;               /* optimistic CAS misses, deadlock retries */
     double lock_wait_s;        /* time spent acquiring the guard */
     char detail[160];          /* human sentence for errors */
+    long long refused_limit;   /* > 0: the guard refused the SKU for its
+                                * purchase limit (it enforces none); the
+                                * entry point words the 400 (naming the
+                                * guards that do), which a guard file cannot
+                                * without a call circle through the registry */
 };
 
 struct db_conn;

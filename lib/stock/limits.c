@@ -7,25 +7,46 @@
 #include <stdio.h>
 #include <string.h>
 
-long long stock_limit_charge(const struct deduct_env *env, const struct deduct_req *req,
-                             struct deduct_res *res)
+void stock_limit_no_user(long long limit, struct deduct_res *res)
 {
-    if (req->limit <= 0 || !req->user_id[0])
+    res->outcome = DEDUCT_BAD_REQUEST;
+    snprintf(res->detail, sizeof(res->detail),
+             "user_id required: the SKU has a limit of %lld per user", limit);
+}
+
+int stock_limit_needs_user(const struct deduct_req *req, long long limit,
+                           struct deduct_res *res)
+{
+    if (limit <= 0 || req->user_id[0])
+        return 0;
+    stock_limit_no_user(limit, res);
+    return 1;
+}
+
+long long stock_limit_charge(const struct deduct_env *env, const struct deduct_req *req,
+                             long long limit, struct deduct_res *res)
+{
+    if (limit <= 0)
         return 1;
+    if (!req->user_id[0]) {   /* whose quota would it count against? */
+        db_rollback(env->db);
+        stock_limit_no_user(limit, res);
+        return 0;
+    }
     long long n = req->limit_separate
                       ? store_limit_add(env->db, req->sku, req->user_id, req->qty)
-                      : store_limit_take(env->db, req->sku, req->user_id, req->qty, req->limit);
+                      : store_limit_take(env->db, req->sku, req->user_id, req->qty, limit);
     if (n < 0)
         return n;
     if (n > 0)
         return 1;
     db_rollback(env->db);
-    stock_limit_refused(env, req, res);
+    stock_limit_refused(env, req, limit, res);
     return 0;
 }
 
 void stock_limit_refused(const struct deduct_env *env, const struct deduct_req *req,
-                         struct deduct_res *res)
+                         long long limit, struct deduct_res *res)
 {
     long long bought = 0;
     int rc = store_limit_bought(env->db, req->sku, req->user_id, &bought);
@@ -33,11 +54,11 @@ void stock_limit_refused(const struct deduct_env *env, const struct deduct_req *
     if (rc < 0)
         snprintf(res->detail, sizeof(res->detail),
                  "limit %lld per user: user %.40s cannot buy %ld more; nothing was sold",
-                 req->limit, req->user_id, req->qty);
+                 limit, req->user_id, req->qty);
     else
         snprintf(res->detail, sizeof(res->detail),
                  "limit %lld per user: user %.40s already has %lld, asked for %ld; nothing "
-                 "was sold", req->limit, req->user_id, bought, req->qty);
+                 "was sold", limit, req->user_id, bought, req->qty);
 }
 
 int stock_limit_precheck(const struct deduct_env *env, const struct deduct_req *req,
@@ -49,7 +70,7 @@ int stock_limit_precheck(const struct deduct_env *env, const struct deduct_req *
         return rc;
     if (bought + req->qty <= req->limit)
         return 1;
-    stock_limit_refused(env, req, res);
+    stock_limit_refused(env, req, req->limit, res);
     return 0;
 }
 

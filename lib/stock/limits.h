@@ -10,17 +10,25 @@
 #include "deduct.h"
 
 /* Inside the sale's transaction, right after its ledger row: move the
- * buyer's count (req->limit 0: nothing to do). Returns 1 when the sale may
- * commit; 0 when the user is past the limit (the transaction rolled back,
- * res holds limit_exceeded with the limit and what the user has); or a
- * negative DB_E* code (the caller rolls back as for any failed step). */
+ * buyer's count by `limit`, the SKU's limit as the sale's own statement
+ * read it (0: nothing to do; no statement). Returns 1 when the sale may
+ * commit; 0 when it may not (the transaction rolled back): res holds
+ * limit_exceeded (the user past the limit), or bad_request (a limit but no
+ * user_id); or a negative DB_E* code (the caller rolls back as for any
+ * failed step). */
 long long stock_limit_charge(const struct deduct_env *env, const struct deduct_req *req,
-                             struct deduct_res *res);
-/* res = limit_exceeded for req (its limit, what the user holds now, read
+                             long long limit, struct deduct_res *res);
+/* res = limit_exceeded for req (the limit, what the user holds now, read
  * in autocommit after the rollback). Inside a sale's transaction a repeat
  * of a recorded order never gets here (its ledger insert failed first). */
 void stock_limit_refused(const struct deduct_env *env, const struct deduct_req *req,
-                         struct deduct_res *res);
+                         long long limit, struct deduct_res *res);
+/* res = bad_request: a limited SKU asked for without a user_id. */
+void stock_limit_no_user(long long limit, struct deduct_res *res);
+/* 1 (res: bad_request) when `limit` (the SKU's, as the sale read it) needs
+ * a user_id req lacks: refused before any write. 0 otherwise. */
+int stock_limit_needs_user(const struct deduct_req *req, long long limit,
+                           struct deduct_res *res);
 /* limit_check "separate": the check made apart from the sale (the race
  * window). 1 may go on, 0 refused (res: limit_exceeded; the caller
  * answers a repeat of a recorded order instead), negative DB_E*. */

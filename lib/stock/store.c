@@ -101,7 +101,7 @@ long long store_take_group_left(struct db_conn *db, const char *sku, long long s
 {
     long long m = db_run(db, "UPDATE inventory SET stock=LAST_INSERT_ID(stock-?), "
                              "version=version+1 WHERE sku=? AND stock>=? AND seeds=? AND "
-                             DB_IN_OUR_TXN, "lsll" "l", "", sum, sku, sum, seeds,
+                             "limit_per_user=0 AND " DB_IN_OUR_TXN, "lsll" "l", "", sum, sku, sum, seeds,
                          db->txn_seq);
     *left = (long long)db->insert_id;
     return m;
@@ -112,7 +112,7 @@ long long store_take_group_into_session(struct db_conn *db, const char *sku, lon
 {
     return db_run(db, "UPDATE inventory SET stock=(@lab_left:=stock-?), "
                       "version=version+1 WHERE sku=? AND stock>=? AND seeds=? "
-                      "AND @@in_transaction = 1",
+                      "AND limit_per_user=0 AND @@in_transaction = 1",
                   "lsll", "", sum, sku, sum, seeds);
 }
 

@@ -80,7 +80,9 @@ long long store_take_if_enough_seeded(struct db_conn *db, const char *sku, long 
 long long store_take_locked(struct db_conn *db, const char *sku, long long qty);
 /* redis-decr's group commit (relative_batch.c): stock -= sum for a group
  * decided on `seeds`, only while stock >= sum, the row still on those
- * seeds, inside this transaction. The portable form (any dialect) hands the
+ * seeds and of a SKU without a purchase limit (a limited one is refused
+ * from the locking read that follows a miss), inside this transaction.
+ * The portable form (any dialect) hands the
  * stock it left back in its own reply (*left, LAST_INSERT_ID(expr) as
  * store_take_if_enough_left) and checks the transaction by its marker
  * (DB_IN_OUR_TXN); the MariaDB form leaves it in the session variable
@@ -247,6 +249,25 @@ int store_limit_of(struct db_conn *db, const char *sku, long long *limit);
 /* Set the SKU's limit and clear its buyers' counts (the reseed, inside its
  * transaction). 0 or a negative DB_E* code. */
 int store_limit_set(struct db_conn *db, const char *sku, long long limit);
+/* The sale's own reads with the SKU's limit in the same row (no extra
+ * round trip to learn it): store_read / store_read_seeded plus *limit.
+ * Exact for the sale they decide: a limit changes only in a reseed, which
+ * bumps version and seeds, so the conditional write that follows (or the
+ * row lock, for_update) refuses a sale decided on an older limit. */
+int store_read_limit(struct db_conn *db, const char *sku, int for_update, long long *stock,
+                     long long *version, long long *limit);
+int store_read_seeded_limit(struct db_conn *db, const char *sku, long long *stock,
+                            long long *version, long long *seeds, long long *limit);
+/* store_read_seeds_locked with the SKU's limit (redis-decr's group
+ * commit, whose writes match unlimited SKUs only: it refuses a limited
+ * one from this read). */
+int store_read_seeds_limit_locked(struct db_conn *db, const char *sku, long long *stock,
+                                  long long *seeds, long long *limit);
+/* store_take_if_enough_left only for an unlimited SKU (limit_per_user 0):
+ * the unlimited sale's one statement, as before limits existed. 0 rows:
+ * not enough, no SKU, or a limited SKU (the caller's locked read tells). */
+long long store_take_if_enough_unlimited(struct db_conn *db, const char *sku, long long qty,
+                                         long long *left);
 /* Inside the sale's transaction: the user's count += qty only while it
  * stays <= limit. > 0 taken, 0 over the limit (nothing moved), DB_ERETRY
  * when the transaction is gone (a Galera brute-force abort: nothing

@@ -14,6 +14,45 @@ int store_limit_of(struct db_conn *db, const char *sku, long long *limit)
     return n < 0 ? (int)n : n > 0;
 }
 
+int store_read_limit(struct db_conn *db, const char *sku, int for_update, long long *stock,
+                     long long *version, long long *limit)
+{
+    long long n = for_update
+        ? db_run(db, "SELECT stock, version, limit_per_user FROM inventory WHERE sku=? "
+                     "FOR UPDATE", "s", "lll", sku, stock, version, limit)
+        : db_run(db, "SELECT stock, version, limit_per_user FROM inventory WHERE sku=?",
+                 "s", "lll", sku, stock, version, limit);
+    return n < 0 ? (int)n : n > 0;
+}
+
+int store_read_seeded_limit(struct db_conn *db, const char *sku, long long *stock,
+                            long long *version, long long *seeds, long long *limit)
+{
+    long long n = db_run(db, "SELECT stock, version, seeds, limit_per_user FROM inventory "
+                             "WHERE sku=?", "s", "llll", sku, stock, version, seeds, limit);
+    return n < 0 ? (int)n : n > 0;
+}
+
+int store_read_seeds_limit_locked(struct db_conn *db, const char *sku, long long *stock,
+                                  long long *seeds, long long *limit)
+{
+    long long n = db_run(db, "SELECT stock, seeds, limit_per_user FROM inventory WHERE sku=? "
+                             "FOR UPDATE", "s", "lll", sku, stock, seeds, limit);
+    return n < 0 ? (int)n : n > 0;
+}
+
+long long store_take_if_enough_unlimited(struct db_conn *db, const char *sku, long long qty,
+                                         long long *left)
+{
+    /* LAST_INSERT_ID(expr): the stock left comes back in the OK packet. */
+    long long n = db_run(db, "UPDATE inventory SET stock=LAST_INSERT_ID(stock-?), "
+                             "version=version+1 WHERE sku=? AND stock>=? AND limit_per_user=0",
+                         "lsl", "", qty, sku, qty);
+    if (n == 1)
+        *left = (long long)db->insert_id;
+    return n;
+}
+
 int store_limit_set(struct db_conn *db, const char *sku, long long limit)
 {
     long long rc = db_run(db, "UPDATE inventory SET limit_per_user=? WHERE sku=?", "ls", "",

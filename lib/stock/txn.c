@@ -215,7 +215,7 @@ static void rmw_refused(const char *guard_name, const struct deduct_env *env,
  * answer. */
 static int rmw_read(const char *guard_name, const struct deduct_env *env,
                     const struct deduct_req *req, long long *stock, long long *version,
-                    long long *seeds, struct deduct_res *res)
+                    long long *seeds, long long *limit, struct deduct_res *res)
 {
     long long claimed = 1;
     if (req->fencing && req->fence == 0) {
@@ -237,7 +237,7 @@ static int rmw_read(const char *guard_name, const struct deduct_env *env,
         stock_db_failure(env->db, (int)claimed, res);
         return 0;
     }
-    int rc = store_read_seeded(env->db, req->sku, stock, version, seeds);
+    int rc = store_read_seeded_limit(env->db, req->sku, stock, version, seeds, limit);
     if (rc < 0) {
         stock_db_failure(env->db, rc, res);
         return 0;
@@ -255,7 +255,7 @@ static int rmw_read(const char *guard_name, const struct deduct_env *env,
         res->remaining = *stock;
         return 0;
     }
-    return 1;
+    return !stock_limit_needs_user(req, *limit, res);
 }
 
 int stock_rmw_checked(const char *guard_name, const struct deduct_env *env,
@@ -263,8 +263,9 @@ int stock_rmw_checked(const char *guard_name, const struct deduct_env *env,
                       int (*may_write)(void *ctx, struct deduct_res *res), void *ctx,
                       struct deduct_res *res)
 {
-    long long stock, version, seeds;
-    if (!rmw_read(guard_name, env, req, &stock, &version, &seeds, res))
+    long long stock, version, seeds, limit = 0;
+    /* limit: read with the row, exact for the write on its seeds/version */
+    if (!rmw_read(guard_name, env, req, &stock, &version, &seeds, &limit, res))
         return 0;
     util_sleep_ms(req->hold_ms);   /* the source articles' slow business call */
     if (stock_past_deadline(req, res))
@@ -289,7 +290,7 @@ int stock_rmw_checked(const char *guard_name, const struct deduct_env *env,
     }
     if ((n = store_ledger_insert(env->db, req->order_id, req->sku, req->qty, remaining,
                                  guard_name, env->instance, req->user_id)) < 0 ||
-        (n = stock_limit_charge(env, req, res)) < 0) {
+        (n = stock_limit_charge(env, req, limit, res)) < 0) {
         txn_failed(env, req, n, res);
         return 0;
     }
@@ -317,21 +318,36 @@ int stock_record_relative(const char *guard_name, const struct deduct_env *env,
     return stock_record_relative_seeded(guard_name, env, req, -1, res);
 }
 
+/* A sale decided outside MySQL of a SKU with a purchase limit (the
+ * unseeded write matches unlimited SKUs only; its read after brings the
+ * limit): these guards enforce none, so nothing is sold (the caller gives
+ * its side state back and answers the 400). */
+static int relative_limited(const struct deduct_env *env, long long limit,
+                            struct deduct_res *res)
+{
+    db_rollback(env->db);
+    res->outcome = DEDUCT_BAD_REQUEST;
+    res->refused_limit = limit;
+    return STOCK_LIMITED;
+}
+
 int stock_record_relative_seeded(const char *guard_name, const struct deduct_env *env,
                                  const struct deduct_req *req, long long seeds,
                                  struct deduct_res *res)
 {
-    long long n, stock = 0, version, now_seeds = seeds;
+    long long n, stock = 0, version, now_seeds = seeds, limit = 0;
     if (stock_past_deadline(req, res))
         return STOCK_NOT_COMMITTED;
     if ((n = db_begin(env->db)) < 0 ||
-        (n = seeds < 0 ? store_take_if_enough_left(env->db, req->sku, req->qty, &stock)
+        (n = seeds < 0 ? store_take_if_enough_unlimited(env->db, req->sku, req->qty, &stock)
                        : store_take_if_enough_seeded(env->db, req->sku, req->qty, seeds)) < 0)
         goto fail;
     /* Unseeded, a write that took hands back what it left: no read. */
     int found = seeds < 0 && n == 1 ? 1
-                : seeds < 0 ? store_read(env->db, req->sku, 0, &stock, &version)
+                : seeds < 0 ? store_read_limit(env->db, req->sku, 0, &stock, &version, &limit)
                             : store_read_seeded(env->db, req->sku, &stock, &version, &now_seeds);
+    if (found == 1 && n == 0 && limit > 0)
+        return relative_limited(env, limit, res);
     if (found <= 0) {
         if (found == 0) {
             db_rollback(env->db);

@@ -42,7 +42,11 @@ int stock_rmw_checked(const char *guard_name, const struct deduct_env *env,
  * side state back); STOCK_DIVERGED when the floor refused it, and
  * STOCK_COMMIT_UNKNOWN when the COMMIT's outcome could not be learnt: in
  * both the caller neither gives back nor keeps, it has its side state
- * reconciled with MySQL. */
+ * reconciled with MySQL. A SKU with a purchase limit is never sold here
+ * (these guards enforce none): its write matches unlimited SKUs only, the
+ * read that follows a miss brings the limit, and it returns
+ * STOCK_LIMITED (no limit read per sale). The seeded form checks no
+ * limit: its caller has the entry point refuse. */
 int stock_record_relative(const char *guard_name, const struct deduct_env *env,
                           const struct deduct_req *req, struct deduct_res *res);
 
@@ -82,6 +86,10 @@ enum stock_commit {
     STOCK_RESEEDED = -4,       /* (stock_record_relative_seeded) the SKU was
                                 * reseeded after the side state the sale was
                                 * decided on: nothing written */
+    STOCK_LIMITED = -5,        /* (stock_record_relative) the SKU has a purchase
+                                * limit, which these guards do not enforce:
+                                * nothing written, res a 400 with
+                                * refused_limit set; compensate */
 };
 
 /* COMMIT the open transaction that wrote req's ledger row. A COMMIT whose

@@ -36,6 +36,7 @@ static void answer_all(struct batch_item **pick, int n, const struct deduct_res 
         pick[i]->res->outcome = from->outcome;
         pick[i]->res->remaining = from->remaining;
         memcpy(pick[i]->res->detail, from->detail, sizeof(from->detail));
+        pick[i]->res->refused_limit = from->refused_limit;
         pick[i]->answered = 1;
     }
 }
@@ -144,6 +145,28 @@ static int round_conflicted(const struct deduct_env *env, int round)
     return 1;
 }
 
+/* sell_round's locking read (the fast write took nothing): the row with
+ * its purchase limit. A limited SKU is refused for everyone picked, from
+ * this read the round makes anyway: the guard does not enforce limits,
+ * and the entry point reads no limit for it (guard.h, limits_in_deduct).
+ * 1 found, 0 no SKU, BATCH_LIMITED (rolled back, all answered), DB_E*. */
+#define BATCH_LIMITED 2
+static int locked_read(const struct deduct_env *env, struct batch_item **pick, int n,
+                       long long *stock, long long *version)
+{
+    long long limit = 0;
+    int rc = store_read_limit(env->db, pick[0]->req->sku, 1, stock, version, &limit);
+    if (rc != 1 || limit <= 0)
+        return rc;
+    db_rollback(env->db);
+    struct deduct_res why;
+    memset(&why, 0, sizeof(why));
+    why.outcome = DEDUCT_BAD_REQUEST;
+    why.refused_limit = limit;   /* the entry point words the 400 */
+    answer_all(pick, n, &why);
+    return BATCH_LIMITED;
+}
+
 /* One transaction over pick[0..n-1] (distinct order ids). Returns 1 when
  * every picked item is answered or may be retried in another round (a
  * ledger duplicate was answered), 0 when the round made no progress. */
@@ -168,8 +191,8 @@ static int sell_round(const char *guard_name, const struct deduct_env *env,
      * conditional write of the sum that also hands back what it left: the
      * row lock is taken by the write itself, one round trip shorter than
      * read-then-write, and held that much less. When it does not fit (or
-     * the SKU is unknown) it wrote nothing: the locking read below
-     * apportions what there is. */
+     * the SKU is unknown, or has a purchase limit) it wrote nothing: the
+     * locking read below apportions what there is. */
     int fast = 0;
     int rc = db_begin(env->db);
     if (rc == DB_OK && hold == 0) {
@@ -177,7 +200,7 @@ static int sell_round(const char *guard_name, const struct deduct_env *env,
         for (int i = 0; i < n; i++)
             if (!pick[i]->answered)
                 sum += pick[i]->req->qty;
-        long long m = store_take_if_enough_left(env->db, sku, sum, &after);
+        long long m = store_take_if_enough_unlimited(env->db, sku, sum, &after);
         if (m < 0)
             rc = (int)m;
         else if (m == 1) {
@@ -185,10 +208,10 @@ static int sell_round(const char *guard_name, const struct deduct_env *env,
             fast = 1;
         }
     }
-    if (rc == DB_OK && !fast)
-        rc = store_read(env->db, sku, 1, &stock, &version);
-    else if (rc == DB_OK)
-        rc = 1;
+    if (rc == DB_OK)
+        rc = fast ? 1 : locked_read(env, pick, n, &stock, &version);
+    if (rc == BATCH_LIMITED)
+        return 1;
     if (rc <= 0) {
         if (rc == 0) {
             db_rollback(env->db);

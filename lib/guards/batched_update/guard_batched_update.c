@@ -282,6 +282,7 @@ const struct guard guard_batched_update = {
     .doc = &doc,
     /* its sale is decided outside one MySQL transaction: refuses limited SKUs */
     .no_purchase_limits = 1,
+    .limits_in_deduct = 1,
     .how = "group commit: concurrent deductions of a SKU in one instance share one "
            "transaction (one UPDATE ... WHERE stock>=sum, one multi-row ledger insert)",
     .expect = "correct, one commit per batch",

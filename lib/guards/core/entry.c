@@ -60,6 +60,8 @@ int guard_deduct(const struct guard *g, const struct deduct_env *env,
         struct deduct_req limited;
         if (guard_limit_gate(g, env, req, &limited, res))
             deduct_reserved(g, env, &limited, res);
+        if (res->refused_limit > 0)   /* refused by the guard itself */
+            guard_limit_refuse(g->name, res->refused_limit, res);
     }
 
     char labels[96];

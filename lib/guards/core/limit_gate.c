@@ -51,15 +51,6 @@ static int limit_unsupported(const struct guard *g, const struct deduct_req *r,
     return 0;
 }
 
-/* A limited SKU without a buyer: whose quota would it count against? */
-static int limit_no_user(const struct deduct_req *r, struct deduct_res *res)
-{
-    res->outcome = DEDUCT_BAD_REQUEST;
-    snprintf(res->detail, sizeof(res->detail),
-             "user_id required: the SKU has a limit of %lld per user", r->limit);
-    return 0;
-}
-
 int guard_limit_gate(const struct guard *g, const struct deduct_env *env,
                      const struct deduct_req *req, struct deduct_req *r,
                      struct deduct_res *res)
@@ -68,8 +59,12 @@ int guard_limit_gate(const struct guard *g, const struct deduct_env *env,
     r->limit = 0;
     /* A write-behind guard sells without MySQL: it learns a SKU's limit
      * from its own mirror of it (redis-stream's stream_limit.c) and
-     * refuses the sale there. */
-    if (!env->db || g->no_mysql_deduct)
+     * refuses the sale there. A guard that enforces limits atomically
+     * learns the limit from its own read or write of the row, inside the
+     * sale (stock_limit_charge): no statement here, so an unlimited SKU
+     * runs exactly the statements it ran before limits existed. */
+    if (!env->db || g->no_mysql_deduct || g->limits_in_deduct ||
+        (!g->no_purchase_limits && !req->limit_separate))
         return 1;
     int rc = store_limit_of(env->db, req->sku, &r->limit);
     if (rc < 0) {
@@ -80,10 +75,11 @@ int guard_limit_gate(const struct guard *g, const struct deduct_env *env,
         return 1;
     if (g->no_purchase_limits)
         return limit_unsupported(g, r, res);
-    if (!r->user_id[0])
-        return limit_no_user(r, res);
-    if (!r->limit_separate)
-        return 1;
+    if (!r->user_id[0]) {
+        stock_limit_no_user(r->limit, res);
+        return 0;
+    }
+    /* limit_check "separate" (the field's defect): the check apart. */
     rc = stock_limit_precheck(env, r, res);
     if (rc < 0)
         stock_db_failure(env->db, rc, res);

@@ -578,6 +578,8 @@ const struct guard guard_redis_decr = {
     .doc = &doc,
     /* its sale is decided outside one MySQL transaction: refuses limited SKUs */
     .no_purchase_limits = 1,
+    /* its group commit's writes match unlimited SKUs only (relative_batch.c) */
+    .limits_in_deduct = 1,
     .how = "one Lua script checks and decrements stock in Redis; MySQL updated after",
     .expect = "correct",
     .safe_across_instances = 1,

@@ -33,6 +33,7 @@ static void answer_open(struct relative_item **pick, int n, const struct deduct_
         pick[i]->res->outcome = from->outcome;
         pick[i]->res->remaining = from->remaining;
         memcpy(pick[i]->res->detail, from->detail, sizeof(from->detail));
+        pick[i]->res->refused_limit = from->refused_limit;
         answer(pick[i], rc);
     }
 }
@@ -169,6 +170,52 @@ static int fast_round(const char *guard_name, const struct deduct_env *env,
     return finish(guard_name, env, pick, n, remaining, m, round, all, nall);
 }
 
+/* round_run's locking read (the fast write took nothing, or did not
+ * apply): the row with its seeds and purchase limit. A limited SKU is
+ * refused for every item, from this read the round makes anyway (the
+ * group writes match unlimited SKUs only): redis-decr enforces no limits,
+ * and the entry point reads none for it. Its units go back to Redis
+ * (STOCK_NOT_COMMITTED). 1 read, 0 no SKU, or DB_E* (the transaction open
+ * in both); ROUND_LIMITED: rolled back, all answered. */
+#define ROUND_LIMITED 2
+static int locked_read(const struct deduct_env *env, struct relative_item **pick, int n,
+                       long long *stock, long long *seeds)
+{
+    long long limit = 0;
+    int rc = store_read_seeds_limit_locked(env->db, pick[0]->req->sku, stock, seeds, &limit);
+    if (rc != 1 || limit <= 0)
+        return rc;
+    db_rollback(env->db);
+    struct deduct_res why;
+    memset(&why, 0, sizeof(why));
+    why.outcome = DEDUCT_BAD_REQUEST;
+    why.refused_limit = limit;   /* the entry point words the 400 */
+    answer_open(pick, n, &why, STOCK_NOT_COMMITTED);
+    return ROUND_LIMITED;
+}
+
+/* round_run's row read failed (rc DB_E*) or found no SKU (0): answered.
+ * Returns 1 (round_run's "made progress"). */
+static int round_unread(const struct deduct_env *env, struct relative_item **pick, int n,
+                        int round, int rc)
+{
+    if (rc == 0) {
+        db_rollback(env->db);
+        for (int i = 0; i < n; i++) {
+            pick[i]->res->outcome = DEDUCT_UNKNOWN_SKU;
+            answer(pick[i], STOCK_NOT_COMMITTED);
+        }
+        return 1;
+    }
+    if (rc == DB_ERETRY && round + 1 < ROUNDS_MAX) {
+        db_rollback(env->db);
+        util_sleep_ms(util_backoff_ms(round, 20));
+        return 1;
+    }
+    failed(env, pick, n, rc);
+    return 1;
+}
+
 /* One transaction over pick[] (distinct order ids). Returns 1 when it made
  * progress (or everything is answered), 0 when not. */
 static int round_run(const char *guard_name, const struct deduct_env *env,
@@ -182,25 +229,12 @@ static int round_run(const char *guard_name, const struct deduct_env *env,
         int f = fast_round(guard_name, env, pick, n, round, all, nall);
         if (f >= 0)
             return f;
-        rc = store_read_seeds_locked(env->db, sku, &stock, &seeds);
+        rc = locked_read(env, pick, n, &stock, &seeds);
     }
-    if (rc <= 0) {
-        if (rc == 0) {
-            db_rollback(env->db);
-            for (int i = 0; i < n; i++) {
-                pick[i]->res->outcome = DEDUCT_UNKNOWN_SKU;
-                answer(pick[i], STOCK_NOT_COMMITTED);
-            }
-            return 1;
-        }
-        if (rc == DB_ERETRY && round + 1 < ROUNDS_MAX) {
-            db_rollback(env->db);
-            util_sleep_ms(util_backoff_ms(round, 20));
-            return 1;
-        }
-        failed(env, pick, n, rc);
+    if (rc == ROUND_LIMITED)
         return 1;
-    }
+    if (rc <= 0)
+        return round_unread(env, pick, n, round, rc);
     struct relative_item *take[STOCK_BATCH_MAX];
     long long remaining[STOCK_BATCH_MAX], left = stock;
     int ntake = 0;

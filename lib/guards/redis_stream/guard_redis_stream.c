@@ -178,6 +178,8 @@ static int sale_reply(const redisReply *r, const struct deduct_req *req, struct 
         res->outcome = DEDUCT_ORDER_CONFLICT;
         snprintf(res->detail, sizeof(res->detail),
                  "order_id already names another sale (%s of %.64s)", b->str, a->str);
+    } else if (code == -6 && a && a->type == REDIS_REPLY_STRING) {
+        slimit_refuse(atoll(a->str), res);
     } else if (code == -5) {
         res->outcome = DEDUCT_IN_PROGRESS;
         snprintf(res->detail, sizeof(res->detail),
@@ -509,8 +511,6 @@ static int sell_grouped(const struct deduct_env *env, const struct deduct_req *r
 static int stream_deduct(const struct guard *self, const struct deduct_env *env,
                          const struct deduct_req *req, struct deduct_res *res)
 {
-    if (slimit_refused(redis, req, res))
-        return 0;
     if (!sell_grouped(env, req, res))
         return 0;
     /* Redis lost the stock: the reconciliation reads MySQL, with this

@@ -8,26 +8,17 @@
 
 #include <hiredis/hiredis.h>
 #include <stdio.h>
-#include <stdlib.h>
 
 #define GUARD_NAME "redis-stream"
 
-int slimit_refused(struct redis_shared *rs, const struct deduct_req *req,
-                   struct deduct_res *res)
+void slimit_refuse(long long limit, struct deduct_res *res)
 {
-    char err[64];
-    redisReply *r = rconn_cmd(rs->pool, err, sizeof(err), "GET slimit:{%s}", req->sku);
-    long long limit = r && r->type == REDIS_REPLY_STRING ? atoll(r->str) : 0;
-    freeReplyObject(r);
-    if (limit <= 0)
-        return 0;
     /* The guards that do are listed by the registry, which lists this one:
      * pointing at GET /guards keeps this file out of that circle. */
     res->outcome = DEDUCT_BAD_REQUEST;
     snprintf(res->detail, sizeof(res->detail), GUARD_NAME " does not enforce limits (%lld "
              "per user here); GET /guards marks those that do (\"limits\": true), e.g. "
              "conditional-update", limit);
-    return 1;
 }
 
 int slimit_seed(struct redis_shared *rs, const struct deduct_env *env, const char *sku,

@@ -36,6 +36,14 @@
     "  return tonumber(u) > tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) " \
     "end "
 
+/* Lua: the SKU's purchase limit as the seed mirrored it (stream_limit.h;
+ * slimit:{sku}, the sale's own hash slot): a limited SKU is refused by
+ * `refuse` before anything is read or written. In the script the sale
+ * runs anyway: no Redis round trip of its own. */
+#define STREAM_LUA_LIMIT(refuse)                                                  \
+    "local lim = redis.call('GET', 'slimit:{' .. ARGV[1] .. '}') "                 \
+    "if lim and tonumber(lim) > 0 then " refuse " end "
+
 /* KEYS[1] stock, [2] epoch, [3] order, [4] stream, [5] pending entries,
  * [6] pending units, [7] unacked entries; ARGV[1] sku, [2] order_id, [3]
  * qty, [4] instance, [5] order ttl ms, [6] ms the sale may wait for its
@@ -45,13 +53,15 @@
  * lost it, or it is of an older generation: dropped, see RREC_LUA_GEN);
  * {-3, remaining, instance} a repeat of the order's first sale; {-4,
  * sku, qty} the order_id names another sale; {-5} a repeat while the
- * first sale still waits for its replicas (it may yet be undone).
+ * first sale still waits for its replicas (it may yet be undone); {-6,
+ * limit} the SKU has a purchase limit (STREAM_LUA_LIMIT).
  * A remembered order of an older epoch (its SKU was reseeded since, which
  * wiped its ledger) does not count, as in MySQL. */
 struct rconn_script stream_sale_script = RCONN_SCRIPT(
     RREC_LUA_GEN
     STREAM_LUA_ORDER
     "local q = tonumber(ARGV[3]) "
+    STREAM_LUA_LIMIT("return {-6, lim}")
     "local ep = redis.call('GET', KEYS[2]) or '' "
     "local o = redis.call('GET', KEYS[3]) "
     "if o then "
@@ -104,11 +114,13 @@ struct rconn_script stream_sale_script = RCONN_SCRIPT(
  * sales' order keys; ARGV[1] sku, [2] instance, [3] order ttl ms, then
  * (order_id, qty, ms the sale may wait for its replicas) per sale
  * (sale_script's ARGV[6]). Returns one reply per sale, each as
- * sale_script's (sales of one entry share its id). */
+ * sale_script's (sales of one entry share its id; a limited SKU: {-6,
+ * limit} for all, nothing written). */
 struct rconn_script stream_group_script = RCONN_SCRIPT(
     RREC_LUA_GEN
     STREAM_LUA_ORDER
     "local n = (#ARGV - 3) / 3 "
+    STREAM_LUA_LIMIT("local all = {} for i = 1, n do all[i] = {-6, lim} end return all")
     "local ep = redis.call('GET', KEYS[2]) or '' "
     "local st, cur = 0, 0 "
     "local t = redis.call('TIME') "
