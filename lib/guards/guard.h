@@ -34,7 +34,7 @@ struct guard_backends {
                                       * background connections; NULL = none */
     struct redis_shared *redis;      /* the shared Redis server (pool + lock
                                       * client, guards/core/redis_shared.h);
-                                      * NULL unless the guard has uses_redis */
+                                      * NULL unless the guard has GUARD_USES_REDIS */
 };
 
 /* ---- request options -------------------------------------------------- */
@@ -131,16 +131,39 @@ struct guard_doc {
     size_t nmetrics;
 };
 
+/* The yes/no facts of a guard, bits of struct guard's flags. */
+enum guard_flag {
+    /* it must never oversell, with any number of instances */
+    GUARD_SAFE_ACROSS_INSTANCES = 1u << 0,
+    /* its ledger insert answers a repeated order id itself (as
+     * guard_deduct's check would), so guard_deduct skips the ledger read
+     * before it: one round trip less */
+    GUARD_OWN_IDEMPOTENCY = 1u << 1,
+    /* the guard works on the shared Redis server; init receives it in
+     * b->redis (its health and metrics are the registry's, once) */
+    GUARD_USES_REDIS = 1u << 2,
+    /* deduct answers from the guard's own backend (write-behind,
+     * redis-stream) and checks order_id itself (its own ledger read, which
+     * it skips while MySQL fails); the entry point then skips the ledger
+     * read and the session setup, and env->db may be NULL: no MySQL write
+     * on the request path, and MySQL down does not stop its sales */
+    GUARD_NO_MYSQL_DEDUCT = 1u << 3,
+    /* the guard does not enforce purchase limits (its count would have
+     * to move with its Redis stock or its group commit): a sale of a SKU
+     * with limit_per_user under it is a 400 naming the guards that do
+     * (core/limit_gate.c), never a sale past the limit. The entry point
+     * reads no limit for a guard with GUARD_NO_MYSQL_DEDUCT: such a guard
+     * refuses a limited SKU itself (redis-stream: stream_limit.c) */
+    GUARD_NO_PURCHASE_LIMITS = 1u << 4,
+};
+#define GUARD_FLAGS_ALL 0x1fu      /* every bit above */
+
 struct guard {
     const char *name;
     const char *how;           /* one line: what it does per deduction */
     const char *expect;        /* one line: expected result with 2+ instances */
     const struct guard_doc *doc; /* the rest of its description (GET /guards) */
-    int safe_across_instances; /* 1 when it must never oversell */
-    int own_idempotency;       /* 1: its ledger insert answers a repeated
-                                * order id itself (as guard_deduct's check
-                                * would), so guard_deduct skips the ledger
-                                * read before it: one round trip less */
+    unsigned flags;            /* GUARD_* bits below; read with guard_has */
 
     /* Optional option rows; offsets into options_conf, the guard's own
      * config struct. A shared backend's rows (the Redis address) are the
@@ -159,10 +182,6 @@ struct guard {
     size_t opts_size;
     const void *opts_default;
 
-    /* 1: the guard works on the shared Redis server; init receives it in
-     * b->redis (its health and metrics are the registry's, once). */
-    int uses_redis;
-
     /* Optional: open what the guard needs, after options are parsed and
      * before any request, with the shared backends b (keep what is needed;
      * b itself is the caller's). A backend that is down is NOT a failure
@@ -174,7 +193,7 @@ struct guard {
     void (*fini)(const struct guard *self);
 
     /* Deduct under this guard. The ledger has already been checked for
-     * req->order_id (unless own_idempotency). Fills res->outcome and
+     * req->order_id (unless GUARD_OWN_IDEMPOTENCY). Fills res->outcome and
      * returns 0; never blocks past its bounds. */
     int (*deduct)(const struct guard *self, const struct deduct_env *env,
                   const struct deduct_req *req, struct deduct_res *res);
@@ -221,12 +240,6 @@ struct guard {
      * /metrics renders. */
     void (*export_metrics)(void);
 
-    /* 1: deduct answers from the guard's own backend (write-behind,
-     * redis-stream) and checks order_id itself (its own ledger read, which
-     * it skips while MySQL fails); the entry point then skips the ledger
-     * read and the session setup, and env->db may be NULL: no MySQL write
-     * on the request path, and MySQL down does not stop its sales. */
-    int no_mysql_deduct;
     /* Optional: sales of sku answered but not yet in MySQL (write-behind):
      * *entries sales, *units units. Returns 0, or -1 when the backend
      * cannot be read. */
@@ -266,14 +279,13 @@ struct guard {
      * held, 0 not now (a flush is committing: retry soon), -1 when the
      * backend cannot be reached. */
     int (*freeze)(const struct guard *self, int on);
-    /* 1: the guard does not enforce purchase limits (its count would have
-     * to move with its Redis stock or its group commit): a sale of a SKU
-     * with limit_per_user under it is a 400 naming the guards that do
-     * (core/limit_gate.c), never a sale past the limit. The entry point
-     * reads no limit for a guard with no_mysql_deduct: such a guard
-     * refuses a limited SKU itself (redis-stream: stream_limit.c). */
-    int no_purchase_limits;
 };
+
+/* 1 when g has flag f (a GUARD_* bit), else 0. */
+static inline int guard_has(const struct guard *g, enum guard_flag f)
+{
+    return (g->flags & (unsigned)f) != 0;
+}
 
 /* This guard's options for req: what the body set, else its defaults
  * (NULL for a guard without fields). */

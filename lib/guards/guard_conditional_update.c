@@ -112,10 +112,10 @@ const struct guard guard_conditional_update = {
     .doc = &doc,
     .how = "one statement: UPDATE ... SET stock=stock-? WHERE sku=? AND stock>=?",
     .expect = "correct",
-    .safe_across_instances = 1,
-    /* A repeated order id fails the ledger insert, or is found by the
-     * refusal paths (stock_refused): no ledger read before every sale. */
-    .own_idempotency = 1,
+    .flags = GUARD_SAFE_ACROSS_INSTANCES
+             /* A repeated order id fails the ledger insert, or is found by the
+              * refusal paths (stock_refused): no ledger read before every sale. */
+             | GUARD_OWN_IDEMPOTENCY,
     .deduct_cart = conditional_cart,
     .deduct = conditional_deduct,
 };

@@ -356,7 +356,7 @@ const struct guard guard_etcd = {
     .how = "etcd lock service: a lease of lock_ttl_ms kept alive by the watchdog, waiters "
            "queued by create revision, lease checked before the write, revoke releases",
     .expect = "correct",
-    .safe_across_instances = 1,
+    .flags = GUARD_SAFE_ACROSS_INSTANCES,
     .options = options,
     .noptions = sizeof(options) / sizeof(options[0]),
     .options_conf = &conf,

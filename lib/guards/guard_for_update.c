@@ -116,10 +116,10 @@ const struct guard guard_for_update = {
     .doc = &doc,
     .how = "SELECT ... FOR UPDATE inside a transaction (row lock until COMMIT)",
     .expect = "correct",
-    .safe_across_instances = 1,
-    /* A repeated order id fails the ledger insert, or is found by the
-     * refusal paths (stock_refused): no ledger read before every sale. */
-    .own_idempotency = 1,
+    .flags = GUARD_SAFE_ACROSS_INSTANCES
+             /* A repeated order id fails the ledger insert, or is found by the
+              * refusal paths (stock_refused): no ledger read before every sale. */
+             | GUARD_OWN_IDEMPOTENCY,
     .deduct_cart = for_update_cart,
     .deduct = for_update_deduct,
 };

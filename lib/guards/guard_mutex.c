@@ -220,10 +220,9 @@ const struct guard guard_mutex = {
     .doc = &doc,
     .how = "read-modify-write inside an in-process pthread mutex per SKU",
     .expect = "correct on 1 instance, oversells on 2+",
-    .safe_across_instances = 0,
     /* A repeated order id fails the ledger insert, or is found by the
      * refusal paths (stock_refused): no ledger read before every sale. */
-    .own_idempotency = 1,
+    .flags = GUARD_OWN_IDEMPOTENCY,
     .fields = mutex_fields,
     .nfields = sizeof(mutex_fields) / sizeof(mutex_fields[0]),
     .opts_size = sizeof(struct lock_req_opts),

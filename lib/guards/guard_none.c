@@ -43,10 +43,9 @@ const struct guard guard_none = {
     .doc = &doc,
     .how = "read stock, compute in C, write it back (read-modify-write)",
     .expect = "oversells / loses updates",
-    .safe_across_instances = 0,
     /* A repeated order id fails the ledger insert, or is found by the
      * refusal paths (stock_refused): no ledger read before every sale. */
-    .own_idempotency = 1,
+    .flags = GUARD_OWN_IDEMPOTENCY,
     .deduct_cart = none_cart,
     .deduct = none_deduct,
 };

@@ -115,10 +115,10 @@ const struct guard guard_optimistic = {
     .doc = &doc,
     .how = "version column compare-and-set, bounded retries with jittered backoff",
     .expect = "correct, retries under contention",
-    .safe_across_instances = 1,
-    /* A repeated order id fails the ledger insert, or is found by the
-     * refusal paths (stock_refused): no ledger read before every sale. */
-    .own_idempotency = 1,
+    .flags = GUARD_SAFE_ACROSS_INSTANCES
+             /* A repeated order id fails the ledger insert, or is found by the
+              * refusal paths (stock_refused): no ledger read before every sale. */
+             | GUARD_OWN_IDEMPOTENCY,
     .deduct_cart = optimistic_cart,
     .deduct = optimistic_deduct,
 };

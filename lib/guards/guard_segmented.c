@@ -497,10 +497,11 @@ const struct guard guard_segmented = {
     .name = "segmented",
     .doc = &doc,
     /* its sale is decided outside one MySQL transaction: refuses limited SKUs */
-    .no_purchase_limits = 1,
+    .flags = GUARD_NO_PURCHASE_LIMITS
+             | GUARD_SAFE_ACROSS_INSTANCES
+             | GUARD_USES_REDIS,
     .how = "stock split over K Redis segment keys, each with its own lock; walk until one has stock",
     .expect = "correct, higher throughput",
-    .safe_across_instances = 1,
     .fields = segmented_fields,
     .nfields = sizeof(segmented_fields) / sizeof(segmented_fields[0]),
     .opts_size = sizeof(struct lock_req_opts),
@@ -510,7 +511,6 @@ const struct guard guard_segmented = {
     .release = segmented_release,
     .describe = segmented_describe,
     .side = segmented_side,
-    .uses_redis = 1,
     .init = segmented_init,
     .fini = segmented_fini,
 };

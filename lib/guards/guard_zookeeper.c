@@ -310,7 +310,7 @@ const struct guard guard_zookeeper = {
     .how = "ZooKeeper lock (Curator InterProcessMutex): ephemeral-sequential node per attempt, "
            "lowest holds, waiters watch their predecessor, session checked before the write",
     .expect = "correct",
-    .safe_across_instances = 1,
+    .flags = GUARD_SAFE_ACROSS_INSTANCES,
     .options = options,
     .noptions = sizeof(options) / sizeof(options[0]),
     .options_conf = &conf,

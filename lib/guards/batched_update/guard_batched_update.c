@@ -281,14 +281,14 @@ const struct guard guard_batched_update = {
     .name = "batched-update",
     .doc = &doc,
     /* its sale is decided outside one MySQL transaction: refuses limited SKUs */
-    .no_purchase_limits = 1,
+    .flags = GUARD_NO_PURCHASE_LIMITS
+             | GUARD_SAFE_ACROSS_INSTANCES
+             /* A repeated order id fails the batch's ledger insert and is answered
+              * from the ledger row (stock/batch.c): no read before every request. */
+             | GUARD_OWN_IDEMPOTENCY,
     .how = "group commit: concurrent deductions of a SKU in one instance share one "
            "transaction (one UPDATE ... WHERE stock>=sum, one multi-row ledger insert)",
     .expect = "correct, one commit per batch",
-    .safe_across_instances = 1,
-    /* A repeated order id fails the batch's ledger insert and is answered
-     * from the ledger row (stock/batch.c): no read before every request. */
-    .own_idempotency = 1,
     .options = options,
     .noptions = sizeof(options) / sizeof(options[0]),
     .options_conf = &conf,

@@ -43,11 +43,11 @@ int guard_deduct(const struct guard *g, const struct deduct_env *env,
     struct ledger_row row;
     /* A write-behind guard answers from its own backend (no MySQL here);
      * a batching guard answers repeats from its batch's insert. */
-    int rc = (g->own_idempotency || g->no_mysql_deduct)
+    int rc = (guard_has(g, GUARD_OWN_IDEMPOTENCY) || guard_has(g, GUARD_NO_MYSQL_DEDUCT))
                  ? 0 : store_ledger_get(env->db, req->order_id, 0, &row);
     /* MySQL's own row-lock waits (for-update, conditional-update, the
      * absolute writes) last no longer than the request may wait. */
-    if (rc >= 0 && !g->no_mysql_deduct) {
+    if (rc >= 0 && !guard_has(g, GUARD_NO_MYSQL_DEDUCT)) {
         int w = db_set_lock_wait(env->db, req->lock_wait_ms);
         if (w < 0)
             rc = w;

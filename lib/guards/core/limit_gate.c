@@ -20,7 +20,7 @@ static void build_limit_names(void)
     size_t n, off = 0;
     const struct guard *const *all = guard_all(&n);
     for (size_t i = 0; i < n && off < sizeof(limit_names_buf); i++)
-        if (!all[i]->no_purchase_limits)
+        if (!guard_has(all[i], GUARD_NO_PURCHASE_LIMITS))
             off += (size_t)snprintf(limit_names_buf + off, sizeof(limit_names_buf) - off,
                                     "%s%s", off ? ", " : "", all[i]->name);
 }
@@ -69,7 +69,7 @@ int guard_limit_gate(const struct guard *g, const struct deduct_env *env,
     /* A write-behind guard sells without MySQL: it learns a SKU's limit
      * from its own mirror of it (redis-stream's stream_limit.c) and
      * refuses the sale there. */
-    if (!env->db || g->no_mysql_deduct)
+    if (!env->db || guard_has(g, GUARD_NO_MYSQL_DEDUCT))
         return 1;
     int rc = store_limit_of(env->db, req->sku, &r->limit);
     if (rc < 0) {
@@ -78,7 +78,7 @@ int guard_limit_gate(const struct guard *g, const struct deduct_env *env,
     }
     if (rc == 0 || r->limit <= 0)
         return 1;
-    if (g->no_purchase_limits)
+    if (guard_has(g, GUARD_NO_PURCHASE_LIMITS))
         return limit_unsupported(g, r, res);
     if (!r->user_id[0])
         return limit_no_user(r, res);
@@ -99,7 +99,7 @@ int guard_limit_cart_gate(const struct guard *g, const struct deduct_env *env,
     /* The guards that enforce limits count each line in the cart's own
      * transaction (stock/cart_txn.c); the others must not sell a limited
      * line at all. */
-    if (!g->no_purchase_limits)
+    if (!guard_has(g, GUARD_NO_PURCHASE_LIMITS))
         return 1;
     if (!env->db) {            /* fail closed: a limit that cannot be read */
         res->base.outcome = DEDUCT_UNAVAILABLE;

@@ -577,14 +577,15 @@ const struct guard guard_redis_decr = {
     .name = "redis-decr",
     .doc = &doc,
     /* its sale is decided outside one MySQL transaction: refuses limited SKUs */
-    .no_purchase_limits = 1,
+    .flags = GUARD_NO_PURCHASE_LIMITS
+             | GUARD_SAFE_ACROSS_INSTANCES
+             /* A repeated order id is answered by the group's ledger insert (its
+              * units go back) or, out of stock, by a ledger read: no ledger read
+              * before every sale. */
+             | GUARD_OWN_IDEMPOTENCY
+             | GUARD_USES_REDIS,
     .how = "one Lua script checks and decrements stock in Redis; MySQL updated after",
     .expect = "correct",
-    .safe_across_instances = 1,
-    /* A repeated order id is answered by the group's ledger insert (its
-     * units go back) or, out of stock, by a ledger read: no ledger read
-     * before every sale. */
-    .own_idempotency = 1,
     .deduct = redis_decr_deduct,
     .seed = redis_decr_seed,
     .release = redis_decr_release,
@@ -597,7 +598,6 @@ const struct guard guard_redis_decr = {
     .nfields = sizeof(decr_fields) / sizeof(decr_fields[0]),
     .opts_size = sizeof(struct lock_req_opts),
     .opts_default = &lock_req_opts_default,
-    .uses_redis = 1,
     .init = decr_init,
     .fini = decr_fini,
 };

@@ -668,11 +668,13 @@ const struct guard guard_redis_stream = {
     .name = GUARD_NAME,
     .doc = &stream_doc,
     /* its sale is decided outside one MySQL transaction: refuses limited SKUs */
-    .no_purchase_limits = 1,
+    .flags = GUARD_NO_PURCHASE_LIMITS
+             | GUARD_SAFE_ACROSS_INSTANCES
+             | GUARD_USES_REDIS
+             | GUARD_NO_MYSQL_DEDUCT,
     .how = "one Lua script checks, decrements and appends the sale to a Redis stream; "
            "a flusher writes MySQL in batches",
     .expect = "correct (MySQL behind by the unflushed tail)",
-    .safe_across_instances = 1,
     .deduct = stream_deduct,
     .deduct_cart = stream_cart,
     .seed = stream_seed,
@@ -683,9 +685,7 @@ const struct guard guard_redis_stream = {
     .options_conf = &conf,
     .init = stream_init,
     .fini = stream_fini,
-    .uses_redis = 1,
     .export_metrics = stream_export_metrics,
-    .no_mysql_deduct = 1,
     .pending = stream_pending,
     .queued = stream_queued,
     .side = stream_side,
