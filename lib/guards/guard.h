@@ -235,7 +235,7 @@ struct guard {
      * shared one is checked by the registry): 0 up, -1 with err, 1 when
      * the backend is not configured (neither checked nor listed). *backend
      * names it ("zookeeper"). */
-    int (*health)(const char **backend, char *err, size_t errlen);
+    int (*health)(const struct guard *self, const char **backend, char *err, size_t errlen);
     /* Optional: mirror the guard's counters into lib/base/metrics before
      * /metrics renders. */
     void (*export_metrics)(void);

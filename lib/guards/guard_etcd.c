@@ -274,8 +274,10 @@ static int etcd_guard_deduct(const struct guard *self, const struct deduct_env *
 }
 
 /* /healthz: etcd's own /health, when etcd is configured. */
-static int etcd_guard_health(const char **backend, char *err, size_t errlen)
+static int etcd_guard_health(const struct guard *self, const char **backend, char *err,
+                             size_t errlen)
 {
+    (void)self;
     *backend = "etcd";
     if (!client)
         return 1;

@@ -161,7 +161,7 @@ int guard_health(const char **up, size_t nup, size_t *nup_out, const char **back
         if (!guards[i]->health)
             continue;
         const char *name = guards[i]->name;
-        int h = guards[i]->health(&name, err, errlen);
+        int h = guards[i]->health(guards[i], &name, err, errlen);
         if (h < 0) {
             *backend = name;
             return -1;
