@@ -193,16 +193,16 @@ struct guard {
     void (*fini)(const struct guard *self);
 
     /* Deduct under this guard. The ledger has already been checked for
-     * req->order_id (unless GUARD_OWN_IDEMPOTENCY). Fills res->outcome and
-     * returns 0; never blocks past its bounds. */
-    int (*deduct)(const struct guard *self, const struct deduct_env *env,
-                  const struct deduct_req *req, struct deduct_res *res);
+     * req->order_id (unless GUARD_OWN_IDEMPOTENCY). Fills res->outcome;
+     * never blocks past its bounds. */
+    void (*deduct)(const struct guard *self, const struct deduct_env *env,
+                   const struct deduct_req *req, struct deduct_res *res);
     /* Optional, the guards that sell carts: sell every line of c all or
-     * nothing (stock/cart.h: stock_cart_sell), res filled; returns 0. The
-     * order id is checked by it, not before. A guard without it answers a
-     * cart with a 400 naming the guards that have it. */
-    int (*deduct_cart)(const struct guard *self, const struct deduct_env *env,
-                       const struct cart *c, struct cart_res *res);
+     * nothing (stock/cart.h: stock_cart_sell), res filled. The order id is
+     * checked by it, not before. A guard without it answers a cart with a
+     * 400 naming the guards that have it. */
+    void (*deduct_cart)(const struct guard *self, const struct deduct_env *env,
+                        const struct cart *c, struct cart_res *res);
     /* Optional, the lock guards: run work(ctx, env, req, res) while holding
      * this guard's lock for req->sku, taken with req->lock_wait_ms and
      * its own options (guard_opts: lease, watchdog, ...) within req->deadline.

@@ -260,17 +260,16 @@ static int etcd_guard_locked(const struct guard *self, const struct deduct_env *
     return ret;
 }
 
-static int etcd_guard_deduct(const struct guard *self, const struct deduct_env *env,
-                             const struct deduct_req *req, struct deduct_res *res)
+static void etcd_guard_deduct(const struct guard *self, const struct deduct_env *env,
+                              const struct deduct_req *req, struct deduct_res *res)
 {
     struct etcd_held h;
     if (take(env, req, &h, res) != 0)
-        return 0;
+        return;
     struct deduct_req r;
     fenced_req(req, &h, &r);
     stock_rmw_checked(self->name, env, &r, still_valid, &h, res);
     give_back(&h, req);
-    return 0;
 }
 
 /* /healthz: etcd's own /health, when etcd is configured. */

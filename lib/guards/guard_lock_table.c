@@ -177,11 +177,10 @@ release:
     return ret;
 }
 
-static int lock_table_deduct(const struct guard *self, const struct deduct_env *env,
-                             const struct deduct_req *req, struct deduct_res *res)
+static void lock_table_deduct(const struct guard *self, const struct deduct_env *env,
+                              const struct deduct_req *req, struct deduct_res *res)
 {
     lock_table_locked(self, env, req, guard_rmw_work, (void *)self->name, res);
-    return 0;
 }
 
 static const struct guard_field lock_table_fields[] = {LOCK_FIELD_TTL, LOCK_FIELD_FENCING};

@@ -147,11 +147,10 @@ static int redis_lock_locked(const struct guard *self, const struct deduct_env *
     return ret;
 }
 
-static int redis_lock_deduct(const struct guard *self, const struct deduct_env *env,
-                             const struct deduct_req *req, struct deduct_res *res)
+static void redis_lock_deduct(const struct guard *self, const struct deduct_env *env,
+                              const struct deduct_req *req, struct deduct_res *res)
 {
     redis_lock_locked(self, env, req, guard_rmw_work, (void *)self->name, res);
-    return 0;
 }
 
 /* Every lock option: the seeds' mistakes, and Redisson's fencing,

@@ -244,15 +244,14 @@ static int redlock_locked(const struct guard *self, const struct deduct_env *env
     return ret;
 }
 
-static int redlock_deduct(const struct guard *self, const struct deduct_env *env,
-                          const struct deduct_req *req, struct deduct_res *res)
+static void redlock_deduct(const struct guard *self, const struct deduct_env *env,
+                           const struct deduct_req *req, struct deduct_res *res)
 {
     struct held h;
     if (take(env, req, &h, res) != 0)
-        return 0;
+        return;
     stock_rmw_checked(self->name, env, req, still_valid, &h, res);
     give(&h);
-    return 0;
 }
 
 static void mirror(const char *name, atomic_ullong *v)

@@ -317,14 +317,14 @@ out:
     return result;
 }
 
-static int segmented_deduct(const struct guard *self, const struct deduct_env *env,
-                            const struct deduct_req *req, struct deduct_res *res)
+static void segmented_deduct(const struct guard *self, const struct deduct_env *env,
+                             const struct deduct_req *req, struct deduct_res *res)
 {
     struct rrec rk;
     rrec_keys(&rk, req->sku);
     int k = segment_count(env, &rk, req->sku, res);
     if (k <= 0)
-        return 0;
+        return;
     int busy[SEG_MAX], nbusy = 0, start = (int)util_rand_range(0, k - 1);
     long biggest = 0, total = 0;
     /* Pass 1: take whichever segment is free right now. */
@@ -333,7 +333,7 @@ static int segmented_deduct(const struct guard *self, const struct deduct_env *e
         long units = 0;
         enum seg_try t = try_segment(self, env, &rk, req, i, 0, &units, res);
         if (t == SEG_SOLD || t == SEG_FAILED)
-            return 0;
+            return;
         if (t == SEG_BUSY)
             busy[nbusy++] = i;
         else {
@@ -351,7 +351,7 @@ static int segmented_deduct(const struct guard *self, const struct deduct_env *e
         enum seg_try t = try_segment(self, env, &rk, req, busy[j], left_ms > 0 ? left_ms : 0,
                                      &units, res);
         if (t == SEG_SOLD || t == SEG_FAILED)
-            return 0;
+            return;
         if (t == SEG_BUSY)
             still_busy++;
         else {
@@ -371,7 +371,6 @@ static int segmented_deduct(const struct guard *self, const struct deduct_env *e
                      "no single segment holds %ld units (largest holds %ld); the segmented "
                      "guard does not split one deduction across segments", req->qty, biggest);
     }
-    return 0;
 }
 
 static int segmented_release(const struct guard *self, const struct deduct_env *env,

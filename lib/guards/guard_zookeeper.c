@@ -223,17 +223,16 @@ static int zk_locked(const struct guard *self, const struct deduct_env *env,
     return ret;
 }
 
-static int zk_deduct(const struct guard *self, const struct deduct_env *env,
-                     const struct deduct_req *req, struct deduct_res *res)
+static void zk_deduct(const struct guard *self, const struct deduct_env *env,
+                      const struct deduct_req *req, struct deduct_res *res)
 {
     struct zk_held h;
     if (take(req, &h, res) != 0)
-        return 0;
+        return;
     struct deduct_req r;
     fenced_req(req, &h, &r);
     stock_rmw_checked(self->name, env, &r, still_held, &h, res);
     zk_lock_release(&h.lock);
-    return 0;
 }
 
 static void mirror(const char *name, atomic_ullong *v)
