@@ -9,7 +9,7 @@
  *
  * A guard owns what it needs: its option rows (merged into the inventory's
  * --help and environment twins), its connections (init/fini), and the side
- * state it keeps next to MySQL (seed/release/describe). */
+ * state it keeps next to MySQL (its mirror: seed/release/describe). */
 #ifndef LAB_GUARD_H
 #define LAB_GUARD_H
 
@@ -23,6 +23,7 @@
 #include <stdio.h>
 
 struct db_conf;
+struct guard;
 struct redis_shared;
 
 /* What the process gives every guard's init: plain objects the registry
@@ -158,12 +159,69 @@ enum guard_flag {
 };
 #define GUARD_FLAGS_ALL 0x1fu      /* every bit above */
 
+/* The hooks of the guards that mirror a SKU's stock in Redis next to
+ * MySQL (redis-decr, redis-stream, segmented), struct guard's `mirror`:
+ * the side state they seed, give back, describe and let the audit read.
+ * A guard without a mirror (NULL) keeps its stock in MySQL alone. */
+struct guard_mirror {
+    /* Optional: (re)seed side state (Redis keys) when a SKU is seeded.
+     * Returns 0, or -1 with res->detail set (backend unavailable). */
+    int (*seed)(const struct guard *self, const struct deduct_env *env, const char *sku,
+                long long stock, int segments, struct deduct_res *res);
+    /* Optional: give `qty` units back to side state on release. Returns 0,
+     * or -1 with res->detail set. */
+    int (*release)(const struct guard *self, const struct deduct_env *env, const char *sku,
+                   long qty, struct deduct_res *res);
+    /* Optional: add facts about this guard's side state of `sku`. Returns
+     * 0, or -1 when the backend cannot be read (best effort). */
+    int (*describe)(const struct guard *self, const char *sku, struct guard_facts *out);
+    /* Optional, guards that keep stock in Redis: read the SKU's side
+     * state in one Redis round trip (one script: the fields agree with
+     * each other). Returns 0, or -1 when Redis cannot be read. */
+    int (*side)(const struct guard *self, const char *sku, struct guard_side *out);
+    /* Optional, guards whose sales in flight are intents that outlive their
+     * MySQL commit for a moment (redis-decr): `side`, read by the audit
+     * after its MySQL figures, inside the transaction that read them (db,
+     * its snapshot), with in_flight_units counting only the intents whose
+     * sale that snapshot does not hold, and flush_seq moving whenever an
+     * intent goes. Returns 0, or -1 when Redis or MySQL cannot be read. */
+    int (*side_in_snapshot)(const struct guard *self, struct db_conn *db, const char *sku,
+                            struct guard_side *out);
+    /* Optional, guards whose side state can hold work of requests that
+     * died (redis-decr's intents past their write deadline): settle it for
+     * sku, asking MySQL (db) what landed, so the audit reads the side state
+     * as it stands once things settle, not as it stands until the SKU's
+     * next sale. Best effort: returns 0, or -1 when a backend could not be
+     * reached (what is left unsettled shows as drift). */
+    int (*settle)(const struct guard *self, struct db_conn *db, const char *sku);
+    /* Optional, guards with `settle`: the SKU's last settlements (what,
+     * when, by whom, with what outcome), newest first, as a JSON array
+     * text into buf (len bytes), for the audit to show why its Redis
+     * stock moved. Returns 0, or -1 when it cannot be read ("[]"). */
+    int (*settled)(const struct guard *self, const char *sku, char *buf, size_t len);
+    /* Optional: sales of sku answered but not yet in MySQL (write-behind):
+     * *entries sales, *units units. Returns 0, or -1 when the backend
+     * cannot be read. */
+    int (*pending)(const struct guard *self, const char *sku, long long *entries,
+                   long long *units);
+    /* Optional: 1 when order_id is a sale answered by this guard and still
+     * queued for MySQL (a release must wait for it), 0 when not, -1 when
+     * the backend cannot be read. */
+    int (*queued)(const struct guard *self, const char *order_id);
+    /* Optional, write-behind guards: on=1 holds off the commits of their
+     * flushes for a short while (bounded by the guard) so an audit can
+     * read Redis and MySQL as one snapshot; on=0 lets them go. Returns 1
+     * held, 0 not now (a flush is committing: retry soon), -1 when the
+     * backend cannot be reached. */
+    int (*freeze)(const struct guard *self, int on);
+};
+
 struct guard {
     const char *name;
     const char *how;           /* one line: what it does per deduction */
     const char *expect;        /* one line: expected result with 2+ instances */
     const struct guard_doc *doc; /* the rest of its description (GET /guards) */
-    unsigned flags;            /* GUARD_* bits below; read with guard_has */
+    unsigned flags;            /* enum guard_flag bits; read with guard_has */
 
     /* Optional option rows; offsets into options_conf, the guard's own
      * config struct. A shared backend's rows (the Redis address) are the
@@ -220,17 +278,9 @@ struct guard {
      * a cart order alike, so the two never wait on each other in a
      * circle. Without it: sorted by SKU. */
     void (*lock_sort)(struct cart_touch *t, int nt);
-    /* Optional: (re)seed side state (Redis keys) when a SKU is seeded.
-     * Returns 0, or -1 with res->detail set (backend unavailable). */
-    int (*seed)(const struct guard *self, const struct deduct_env *env, const char *sku,
-                long long stock, int segments, struct deduct_res *res);
-    /* Optional: give `qty` units back to side state on release. Returns 0,
-     * or -1 with res->detail set. */
-    int (*release)(const struct guard *self, const struct deduct_env *env, const char *sku,
-                   long qty, struct deduct_res *res);
-    /* Optional: add facts about this guard's side state of `sku`. Returns
-     * 0, or -1 when the backend cannot be read (best effort). */
-    int (*describe)(const struct guard *self, const char *sku, struct guard_facts *out);
+    /* Optional, the guards that mirror stock in Redis: their side state's
+     * hooks (struct guard_mirror above); NULL for the others. */
+    const struct guard_mirror *mirror;
     /* Optional: reachability of the guard's own backend for /healthz (a
      * shared one is checked by the registry): 0 up, -1 with err, 1 when
      * the backend is not configured (neither checked nor listed). *backend
@@ -239,46 +289,6 @@ struct guard {
     /* Optional: mirror the guard's counters into lib/base/metrics before
      * /metrics renders. */
     void (*export_metrics)(void);
-
-    /* Optional: sales of sku answered but not yet in MySQL (write-behind):
-     * *entries sales, *units units. Returns 0, or -1 when the backend
-     * cannot be read. */
-    int (*pending)(const struct guard *self, const char *sku, long long *entries,
-                   long long *units);
-    /* Optional: 1 when order_id is a sale answered by this guard and still
-     * queued for MySQL (a release must wait for it), 0 when not, -1 when
-     * the backend cannot be read. */
-    int (*queued)(const struct guard *self, const char *order_id);
-    /* Optional, guards that keep stock in Redis: read the SKU's side
-     * state in one Redis round trip (one script: the fields agree with
-     * each other). Returns 0, or -1 when Redis cannot be read. */
-    int (*side)(const struct guard *self, const char *sku, struct guard_side *out);
-    /* Optional, guards whose sales in flight are intents that outlive their
-     * MySQL commit for a moment (redis-decr): `side`, read by the audit
-     * after its MySQL figures, inside the transaction that read them (db,
-     * its snapshot), with in_flight_units counting only the intents whose
-     * sale that snapshot does not hold, and flush_seq moving whenever an
-     * intent goes. Returns 0, or -1 when Redis or MySQL cannot be read. */
-    int (*side_in_snapshot)(const struct guard *self, struct db_conn *db, const char *sku,
-                            struct guard_side *out);
-    /* Optional, guards whose side state can hold work of requests that
-     * died (redis-decr's intents past their write deadline): settle it for
-     * sku, asking MySQL (db) what landed, so the audit reads the side state
-     * as it stands once things settle, not as it stands until the SKU's
-     * next sale. Best effort: returns 0, or -1 when a backend could not be
-     * reached (what is left unsettled shows as drift). */
-    int (*settle)(const struct guard *self, struct db_conn *db, const char *sku);
-    /* Optional, guards with `settle`: the SKU's last settlements (what,
-     * when, by whom, with what outcome), newest first, as a JSON array
-     * text into buf (len bytes), for the audit to show why its Redis
-     * stock moved. Returns 0, or -1 when it cannot be read ("[]"). */
-    int (*settled)(const struct guard *self, const char *sku, char *buf, size_t len);
-    /* Optional, write-behind guards: on=1 holds off the commits of their
-     * flushes for a short while (bounded by the guard) so an audit can
-     * read Redis and MySQL as one snapshot; on=0 lets them go. Returns 1
-     * held, 0 not now (a flush is committing: retry soon), -1 when the
-     * backend cannot be reached. */
-    int (*freeze)(const struct guard *self, int on);
 };
 
 /* 1 when g has flag f (a GUARD_* bit), else 0. */

@@ -492,6 +492,14 @@ static const struct guard_doc doc = {
     .nmetrics = sizeof(doc_metrics) / sizeof(doc_metrics[0]),
 };
 
+/* Its side state in Redis (guard.h: struct guard_mirror). */
+static const struct guard_mirror mirror = {
+    .seed = segmented_seed,
+    .release = segmented_release,
+    .describe = segmented_describe,
+    .side = segmented_side,
+};
+
 const struct guard guard_segmented = {
     .name = "segmented",
     .doc = &doc,
@@ -506,10 +514,7 @@ const struct guard guard_segmented = {
     .opts_size = sizeof(struct lock_req_opts),
     .opts_default = &lock_req_opts_default,
     .deduct = segmented_deduct,
-    .seed = segmented_seed,
-    .release = segmented_release,
-    .describe = segmented_describe,
-    .side = segmented_side,
+    .mirror = &mirror,
     .init = segmented_init,
     .fini = segmented_fini,
 };

@@ -44,7 +44,7 @@ static json_t *capabilities(const struct guard *g)
     json_object_set_new(c, "fencing", json_boolean(has_field(g, "fencing")));
     json_object_set_new(c, "replicas_ack", json_boolean(has_field(g, "replicas_ack")));
     json_object_set_new(c, "checks_lease_before_write", json_boolean(checks_lease(g)));
-    json_object_set_new(c, "redis_stock", json_boolean(g->side != NULL));
+    json_object_set_new(c, "redis_stock", json_boolean(g->mirror && g->mirror->side));
     json_object_set_new(c, "write_behind", json_boolean(guard_has(g, GUARD_NO_MYSQL_DEDUCT)));
     json_object_set_new(c, "carts", json_boolean(g->deduct_cart != NULL));
     json_object_set_new(c, "holds", json_boolean(guard_holds(g)));
@@ -52,7 +52,7 @@ static json_t *capabilities(const struct guard *g)
     json_object_set_new(c, "safe_across_instances",
                         json_boolean(guard_has(g, GUARD_SAFE_ACROSS_INSTANCES)));
     json_object_set_new(c, "uses_redis", json_boolean(guard_has(g, GUARD_USES_REDIS)));
-    json_object_set_new(c, "settles_intents", json_boolean(g->settle != NULL));
+    json_object_set_new(c, "settles_intents", json_boolean(g->mirror && g->mirror->settle));
     json_object_set_new(c, "lock_home", home ? json_string(home) : json_null());
     return c;
 }

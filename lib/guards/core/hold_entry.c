@@ -15,7 +15,7 @@
 
 int guard_holds(const struct guard *g)
 {
-    return g && !g->seed && !guard_has(g, GUARD_NO_MYSQL_DEDUCT);
+    return g && !(g->mirror && g->mirror->seed) && !guard_has(g, GUARD_NO_MYSQL_DEDUCT);
 }
 
 const char *guard_hold_names(void)

@@ -572,6 +572,17 @@ static const struct guard_doc doc = {
     .nmetrics = sizeof(doc_metrics) / sizeof(doc_metrics[0]),
 };
 
+/* Its side state in Redis (guard.h: struct guard_mirror). */
+static const struct guard_mirror mirror = {
+    .seed = redis_decr_seed,
+    .release = redis_decr_release,
+    .describe = redis_decr_describe,
+    .side = redis_decr_side,
+    .side_in_snapshot = redis_decr_side_in_snapshot,
+    .settle = redis_decr_settle,
+    .settled = redis_decr_settled,
+};
+
 const struct guard guard_redis_decr = {
     .name = "redis-decr",
     .doc = &doc,
@@ -586,13 +597,7 @@ const struct guard guard_redis_decr = {
     .how = "one Lua script checks and decrements stock in Redis; MySQL updated after",
     .expect = "correct",
     .deduct = redis_decr_deduct,
-    .seed = redis_decr_seed,
-    .release = redis_decr_release,
-    .describe = redis_decr_describe,
-    .side = redis_decr_side,
-    .side_in_snapshot = redis_decr_side_in_snapshot,
-    .settle = redis_decr_settle,
-    .settled = redis_decr_settled,
+    .mirror = &mirror,
     .fields = decr_fields,
     .nfields = sizeof(decr_fields) / sizeof(decr_fields[0]),
     .opts_size = sizeof(struct lock_req_opts),

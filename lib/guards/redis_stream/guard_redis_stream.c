@@ -662,6 +662,17 @@ static const struct guard_field stream_fields[] = {LOCK_FIELD_REPLICAS_ACK};
 /* Its description (GET /guards): stream_doc.c, beside it (this file is long). */
 extern const struct guard_doc stream_doc;
 
+/* Its side state in Redis (guard.h: struct guard_mirror). */
+static const struct guard_mirror mirror = {
+    .seed = stream_seed,
+    .release = stream_release,
+    .describe = stream_describe,
+    .side = stream_side,
+    .pending = stream_pending,
+    .queued = stream_queued,
+    .freeze = stream_freeze,
+};
+
 const struct guard guard_redis_stream = {
     .name = GUARD_NAME,
     .doc = &stream_doc,
@@ -675,19 +686,13 @@ const struct guard guard_redis_stream = {
     .expect = "correct (MySQL behind by the unflushed tail)",
     .deduct = stream_deduct,
     .deduct_cart = stream_cart,
-    .seed = stream_seed,
-    .release = stream_release,
-    .describe = stream_describe,
+    .mirror = &mirror,
     .options = options,
     .noptions = sizeof(options) / sizeof(options[0]),
     .options_conf = &conf,
     .init = stream_init,
     .fini = stream_fini,
     .export_metrics = stream_export_metrics,
-    .pending = stream_pending,
-    .queued = stream_queued,
-    .side = stream_side,
-    .freeze = stream_freeze,
     .fields = stream_fields,
     .nfields = sizeof(stream_fields) / sizeof(stream_fields[0]),
     .opts_size = sizeof(struct lock_req_opts),
