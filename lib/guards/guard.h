@@ -9,7 +9,7 @@
  *
  * A guard owns what it needs: its option rows (merged into the inventory's
  * --help and environment twins), its connections (init/fini), and the side
- * state it keeps next to MySQL (seed/release/describe). */
+ * state it keeps next to MySQL (its mirror: seed/release/describe). */
 #ifndef LAB_GUARD_H
 #define LAB_GUARD_H
 
@@ -23,6 +23,7 @@
 #include <stdio.h>
 
 struct db_conf;
+struct guard;
 struct redis_shared;
 
 /* What the process gives every guard's init: plain objects the registry
@@ -34,7 +35,7 @@ struct guard_backends {
                                       * background connections; NULL = none */
     struct redis_shared *redis;      /* the shared Redis server (pool + lock
                                       * client, guards/core/redis_shared.h);
-                                      * NULL unless the guard has uses_redis */
+                                      * NULL unless the guard has GUARD_USES_REDIS */
 };
 
 /* ---- request options -------------------------------------------------- */
@@ -131,76 +132,45 @@ struct guard_doc {
     size_t nmetrics;
 };
 
-struct guard {
-    const char *name;
-    const char *how;           /* one line: what it does per deduction */
-    const char *expect;        /* one line: expected result with 2+ instances */
-    const struct guard_doc *doc; /* the rest of its description (GET /guards) */
-    int safe_across_instances; /* 1 when it must never oversell */
-    int own_idempotency;       /* 1: its ledger insert answers a repeated
-                                * order id itself (as guard_deduct's check
-                                * would), so guard_deduct skips the ledger
-                                * read before it: one round trip less */
+/* The yes/no facts of a guard, bits of struct guard's flags. */
+enum guard_flag {
+    /* it must never oversell, with any number of instances */
+    GUARD_SAFE_ACROSS_INSTANCES = 1u << 0,
+    /* its ledger insert answers a repeated order id itself (as
+     * guard_deduct's check would), so guard_deduct skips the ledger read
+     * before it: one round trip less */
+    GUARD_OWN_IDEMPOTENCY = 1u << 1,
+    /* the guard works on the shared Redis server; init receives it in
+     * b->redis (its health and metrics are the registry's, once) */
+    GUARD_USES_REDIS = 1u << 2,
+    /* deduct answers from the guard's own backend (write-behind,
+     * redis-stream) and checks order_id itself (its own ledger read, which
+     * it skips while MySQL fails); the entry point then skips the ledger
+     * read and the session setup, and env->db may be NULL: no MySQL write
+     * on the request path, and MySQL down does not stop its sales */
+    GUARD_NO_MYSQL_DEDUCT = 1u << 3,
+    /* the guard does not enforce purchase limits (its count would have
+     * to move with its Redis stock or its group commit): a sale of a SKU
+     * with limit_per_user under it is a 400 naming the guards that do
+     * (core/limit_gate.c), never a sale past the limit. The entry point
+     * reads no limit for a guard with GUARD_NO_MYSQL_DEDUCT: such a guard
+     * refuses a limited SKU itself (redis-stream: its sale scripts read
+     * the limit's mirror) */
+    GUARD_NO_PURCHASE_LIMITS = 1u << 4,
+    /* with GUARD_NO_PURCHASE_LIMITS: the guard refuses a limited SKU itself,
+     * from a read or write of the row its deduction makes anyway
+     * (batched-update: its batch's conditional write matches unlimited SKUs
+     * only, its locking read brings the limit), so the entry point reads no
+     * limit for it */
+    GUARD_LIMITS_IN_DEDUCT = 1u << 5,
+};
+#define GUARD_FLAGS_ALL 0x3fu      /* every bit above */
 
-    /* Optional option rows; offsets into options_conf, the guard's own
-     * config struct. A shared backend's rows (the Redis address) are the
-     * backend's, listed once by the registry, not the guard's. */
-    const struct cfg_opt *options;
-    size_t noptions;
-    void *options_conf;
-
-    /* Optional: the body fields this guard accepts beyond the sale's own,
-     * parsed by guard_parse_opts into a struct of its own (opts_size
-     * bytes, opts_default when the body sets none); a deduction reads them
-     * with guard_opts(). Any other field is a 400 that names the guard and
-     * lists what it accepts. */
-    const struct guard_field *fields;
-    size_t nfields;
-    size_t opts_size;
-    const void *opts_default;
-
-    /* 1: the guard works on the shared Redis server; init receives it in
-     * b->redis (its health and metrics are the registry's, once). */
-    int uses_redis;
-
-    /* Optional: open what the guard needs, after options are parsed and
-     * before any request, with the shared backends b (keep what is needed;
-     * b itself is the caller's). A backend that is down is NOT a failure
-     * here (it may come up later); returns 0, or -1 with err (out of
-     * memory, bad option value). */
-    int (*init)(const struct guard *self, const struct guard_backends *b, char *err,
-                size_t errlen);
-    /* Optional: close what init opened. */
-    void (*fini)(const struct guard *self);
-
-    /* Deduct under this guard. The ledger has already been checked for
-     * req->order_id (unless own_idempotency). Fills res->outcome and
-     * returns 0; never blocks past its bounds. */
-    int (*deduct)(const struct guard *self, const struct deduct_env *env,
-                  const struct deduct_req *req, struct deduct_res *res);
-    /* Optional, the guards that sell carts: sell every line of c all or
-     * nothing (stock/cart.h: stock_cart_sell), res filled; returns 0. The
-     * order id is checked by it, not before. A guard without it answers a
-     * cart with a 400 naming the guards that have it. */
-    int (*deduct_cart)(const struct guard *self, const struct deduct_env *env,
-                       const struct cart *c, struct cart_res *res);
-    /* Optional, the lock guards: run work(ctx, env, req, res) while holding
-     * this guard's lock for req->sku, taken with req->lock_wait_ms and
-     * its own options (guard_opts: lease, watchdog, ...) within req->deadline.
-     * Returns work's value; -1 without running work when the lock was not
-     * obtained in time, or was obtained after the deadline (res filled:
-     * lock_timeout, deadline_exceeded, backend_unavailable). Their deduct
-     * is locked(stock_rmw); a release of their sale runs inside it too, so
-     * a holder's read-modify-write never straddles a release. */
-    int (*locked)(const struct guard *self, const struct deduct_env *env,
-                  const struct deduct_req *req, guard_work_fn work, void *ctx,
-                  struct deduct_res *res);
-    /* Optional, lock guards whose locks are not one per SKU (mutex: SKUs
-     * share stripes): put t[0..nt-1] (a cart plan, sorted by SKU) in the
-     * order their locks are taken, by a cart's sale and by the release of
-     * a cart order alike, so the two never wait on each other in a
-     * circle. Without it: sorted by SKU. */
-    void (*lock_sort)(struct cart_touch *t, int nt);
+/* The hooks of the guards that mirror a SKU's stock in Redis next to
+ * MySQL (redis-decr, redis-stream, segmented), struct guard's `mirror`:
+ * the side state they seed, give back, describe and let the audit read.
+ * A guard without a mirror (NULL) keeps its stock in MySQL alone. */
+struct guard_mirror {
     /* Optional: (re)seed side state (Redis keys) when a SKU is seeded.
      * Returns 0, or -1 with res->detail set (backend unavailable). */
     int (*seed)(const struct guard *self, const struct deduct_env *env, const char *sku,
@@ -212,30 +182,6 @@ struct guard {
     /* Optional: add facts about this guard's side state of `sku`. Returns
      * 0, or -1 when the backend cannot be read (best effort). */
     int (*describe)(const struct guard *self, const char *sku, struct guard_facts *out);
-    /* Optional: reachability of the guard's own backend for /healthz (a
-     * shared one is checked by the registry): 0 up, -1 with err, 1 when
-     * the backend is not configured (neither checked nor listed). *backend
-     * names it ("zookeeper"). */
-    int (*health)(const char **backend, char *err, size_t errlen);
-    /* Optional: mirror the guard's counters into lib/base/metrics before
-     * /metrics renders. */
-    void (*export_metrics)(void);
-
-    /* 1: deduct answers from the guard's own backend (write-behind,
-     * redis-stream) and checks order_id itself (its own ledger read, which
-     * it skips while MySQL fails); the entry point then skips the ledger
-     * read and the session setup, and env->db may be NULL: no MySQL write
-     * on the request path, and MySQL down does not stop its sales. */
-    int no_mysql_deduct;
-    /* Optional: sales of sku answered but not yet in MySQL (write-behind):
-     * *entries sales, *units units. Returns 0, or -1 when the backend
-     * cannot be read. */
-    int (*pending)(const struct guard *self, const char *sku, long long *entries,
-                   long long *units);
-    /* Optional: 1 when order_id is a sale answered by this guard and still
-     * queued for MySQL (a release must wait for it), 0 when not, -1 when
-     * the backend cannot be read. */
-    int (*queued)(const struct guard *self, const char *order_id);
     /* Optional, guards that keep stock in Redis: read the SKU's side
      * state in one Redis round trip (one script: the fields agree with
      * each other). Returns 0, or -1 when Redis cannot be read. */
@@ -260,25 +206,103 @@ struct guard {
      * text into buf (len bytes), for the audit to show why its Redis
      * stock moved. Returns 0, or -1 when it cannot be read ("[]"). */
     int (*settled)(const struct guard *self, const char *sku, char *buf, size_t len);
+    /* Optional: sales of sku answered but not yet in MySQL (write-behind):
+     * *entries sales, *units units. Returns 0, or -1 when the backend
+     * cannot be read. */
+    int (*pending)(const struct guard *self, const char *sku, long long *entries,
+                   long long *units);
+    /* Optional: 1 when order_id is a sale answered by this guard and still
+     * queued for MySQL (a release must wait for it), 0 when not, -1 when
+     * the backend cannot be read. */
+    int (*queued)(const struct guard *self, const char *order_id);
     /* Optional, write-behind guards: on=1 holds off the commits of their
      * flushes for a short while (bounded by the guard) so an audit can
      * read Redis and MySQL as one snapshot; on=0 lets them go. Returns 1
      * held, 0 not now (a flush is committing: retry soon), -1 when the
      * backend cannot be reached. */
     int (*freeze)(const struct guard *self, int on);
-    /* 1: the guard does not enforce purchase limits (its count would have
-     * to move with its Redis stock or its group commit): a sale of a SKU
-     * with limit_per_user under it is a 400 naming the guards that do
-     * (core/limit_gate.c), never a sale past the limit. The entry point
-     * reads no limit for a guard with no_mysql_deduct: such a guard
-     * refuses a limited SKU itself (redis-stream: stream_limit.c). */
-    int no_purchase_limits;
-    /* With no_purchase_limits: the guard refuses a limited SKU itself, from
-     * a read or write of the row its deduction makes anyway (batched-update:
-     * its batch's conditional write matches unlimited SKUs only, its locking
-     * read brings the limit), so the entry point reads no limit for it. */
-    int limits_in_deduct;
 };
+
+struct guard {
+    const char *name;
+    const char *how;           /* one line: what it does per deduction */
+    const char *expect;        /* one line: expected result with 2+ instances */
+    const struct guard_doc *doc; /* the rest of its description (GET /guards) */
+    unsigned flags;            /* enum guard_flag bits; read with guard_has */
+
+    /* Optional option rows; offsets into options_conf, the guard's own
+     * config struct. A shared backend's rows (the Redis address) are the
+     * backend's, listed once by the registry, not the guard's. */
+    const struct cfg_opt *options;
+    size_t noptions;
+    void *options_conf;
+
+    /* Optional: the body fields this guard accepts beyond the sale's own,
+     * parsed by guard_parse_opts into a struct of its own (opts_size
+     * bytes, opts_default when the body sets none); a deduction reads them
+     * with guard_opts(). Any other field is a 400 that names the guard and
+     * lists what it accepts. */
+    const struct guard_field *fields;
+    size_t nfields;
+    size_t opts_size;
+    const void *opts_default;
+
+    /* Optional: open what the guard needs, after options are parsed and
+     * before any request, with the shared backends b (keep what is needed;
+     * b itself is the caller's). A backend that is down is NOT a failure
+     * here (it may come up later); returns 0, or -1 with err (out of
+     * memory, bad option value). */
+    int (*init)(const struct guard *self, const struct guard_backends *b, char *err,
+                size_t errlen);
+    /* Optional: close what init opened. */
+    void (*fini)(const struct guard *self);
+
+    /* Deduct under this guard. The ledger has already been checked for
+     * req->order_id (unless GUARD_OWN_IDEMPOTENCY). Fills res->outcome;
+     * never blocks past its bounds. */
+    void (*deduct)(const struct guard *self, const struct deduct_env *env,
+                   const struct deduct_req *req, struct deduct_res *res);
+    /* Optional, the guards that sell carts: sell every line of c all or
+     * nothing (stock/cart.h: stock_cart_sell), res filled. The order id is
+     * checked by it, not before. A guard without it answers a cart with a
+     * 400 naming the guards that have it. */
+    void (*deduct_cart)(const struct guard *self, const struct deduct_env *env,
+                        const struct cart *c, struct cart_res *res);
+    /* Optional, the lock guards: run work(ctx, env, req, res) while holding
+     * this guard's lock for req->sku, taken with req->lock_wait_ms and
+     * its own options (guard_opts: lease, watchdog, ...) within req->deadline.
+     * Returns work's value; -1 without running work when the lock was not
+     * obtained in time, or was obtained after the deadline (res filled:
+     * lock_timeout, deadline_exceeded, backend_unavailable). Their deduct
+     * is locked(stock_rmw); a release of their sale runs inside it too, so
+     * a holder's read-modify-write never straddles a release. */
+    int (*locked)(const struct guard *self, const struct deduct_env *env,
+                  const struct deduct_req *req, guard_work_fn work, void *ctx,
+                  struct deduct_res *res);
+    /* Optional, lock guards whose locks are not one per SKU (mutex: SKUs
+     * share stripes): put t[0..nt-1] (a cart plan, sorted by SKU) in the
+     * order their locks are taken, by a cart's sale and by the release of
+     * a cart order alike, so the two never wait on each other in a
+     * circle. Without it: sorted by SKU. */
+    void (*lock_sort)(struct cart_touch *t, int nt);
+    /* Optional, the guards that mirror stock in Redis: their side state's
+     * hooks (struct guard_mirror above); NULL for the others. */
+    const struct guard_mirror *mirror;
+    /* Optional: reachability of the guard's own backend for /healthz (a
+     * shared one is checked by the registry): 0 up, -1 with err, 1 when
+     * the backend is not configured (neither checked nor listed). *backend
+     * names it ("zookeeper"). */
+    int (*health)(const struct guard *self, const char **backend, char *err, size_t errlen);
+    /* Optional: mirror the guard's counters into lib/base/metrics before
+     * /metrics renders. */
+    void (*export_metrics)(void);
+};
+
+/* 1 when g has flag f (a GUARD_* bit), else 0. */
+static inline int guard_has(const struct guard *g, enum guard_flag f)
+{
+    return (g->flags & (unsigned)f) != 0;
+}
 
 /* This guard's options for req: what the body set, else its defaults
  * (NULL for a guard without fields). */

@@ -87,30 +87,29 @@ db_fail:
  * can win certification at our COMMIT or abort us at our next statement.
  * Either way nothing was written, so the statement is simply repeated,
  * a bounded number of times within the request's deadline. */
-static int conditional_deduct(const struct guard *self, const struct deduct_env *env,
-                              const struct deduct_req *req, struct deduct_res *res)
+static void conditional_deduct(const struct guard *self, const struct deduct_env *env,
+                               const struct deduct_req *req, struct deduct_res *res)
 {
     for (int i = 0; i <= env->max_retries; i++) {
         if (attempt(self, env, req, res) != DB_ERETRY) {
             stock_refused(env, req, res);
-            return 0;
+            return;
         }
         res->retries++;
         util_sleep_ms(util_backoff_ms(i, 20));
         if (stock_past_deadline(req, res))
-            return 0;
+            return;
     }
     res->outcome = DEDUCT_RETRY_EXHAUSTED;
     snprintf(res->detail, sizeof(res->detail),
              "conflicting with other sales after %d retries", res->retries);
-    return 0;
 }
 
 /* A cart: every row in one transaction, in sorted SKU order (stock/cart.h). */
-static int conditional_cart(const struct guard *self, const struct deduct_env *env,
-                            const struct cart *c, struct cart_res *res)
+static void conditional_cart(const struct guard *self, const struct deduct_env *env,
+                             const struct cart *c, struct cart_res *res)
 {
-    return stock_cart_sell(self->name, env, c, CART_STYLE_CONDITIONAL, res);
+    stock_cart_sell(self->name, env, c, CART_STYLE_CONDITIONAL, res);
 }
 
 /* The guard's description for GET /guards (guard.h: struct guard_doc). */
@@ -135,10 +134,10 @@ const struct guard guard_conditional_update = {
     .doc = &doc,
     .how = "one statement: UPDATE ... SET stock=stock-? WHERE sku=? AND stock>=?",
     .expect = "correct",
-    .safe_across_instances = 1,
-    /* A repeated order id fails the ledger insert, or is found by the
-     * refusal paths (stock_refused): no ledger read before every sale. */
-    .own_idempotency = 1,
+    .flags = GUARD_SAFE_ACROSS_INSTANCES
+             /* A repeated order id fails the ledger insert, or is found by the
+              * refusal paths (stock_refused): no ledger read before every sale. */
+             | GUARD_OWN_IDEMPOTENCY,
     .deduct_cart = conditional_cart,
     .deduct = conditional_deduct,
 };

@@ -260,22 +260,23 @@ static int etcd_guard_locked(const struct guard *self, const struct deduct_env *
     return ret;
 }
 
-static int etcd_guard_deduct(const struct guard *self, const struct deduct_env *env,
-                             const struct deduct_req *req, struct deduct_res *res)
+static void etcd_guard_deduct(const struct guard *self, const struct deduct_env *env,
+                              const struct deduct_req *req, struct deduct_res *res)
 {
     struct etcd_held h;
     if (take(env, req, &h, res) != 0)
-        return 0;
+        return;
     struct deduct_req r;
     fenced_req(req, &h, &r);
     stock_rmw_checked(self->name, env, &r, still_valid, &h, res);
     give_back(&h, req);
-    return 0;
 }
 
 /* /healthz: etcd's own /health, when etcd is configured. */
-static int etcd_guard_health(const char **backend, char *err, size_t errlen)
+static int etcd_guard_health(const struct guard *self, const char **backend, char *err,
+                             size_t errlen)
 {
+    (void)self;
     *backend = "etcd";
     if (!client)
         return 1;
@@ -356,7 +357,7 @@ const struct guard guard_etcd = {
     .how = "etcd lock service: a lease of lock_ttl_ms kept alive by the watchdog, waiters "
            "queued by create revision, lease checked before the write, revoke releases",
     .expect = "correct",
-    .safe_across_instances = 1,
+    .flags = GUARD_SAFE_ACROSS_INSTANCES,
     .options = options,
     .noptions = sizeof(options) / sizeof(options[0]),
     .options_conf = &conf,

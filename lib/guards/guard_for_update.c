@@ -72,30 +72,29 @@ db_fail:
     return 0;
 }
 
-static int for_update_deduct(const struct guard *self, const struct deduct_env *env,
-                             const struct deduct_req *req, struct deduct_res *res)
+static void for_update_deduct(const struct guard *self, const struct deduct_env *env,
+                              const struct deduct_req *req, struct deduct_res *res)
 {
     for (int i = 0; i <= env->max_retries; i++) {
         if (attempt(self, env, req, res) != DB_ERETRY) {
             stock_refused(env, req, res);
-            return 0;
+            return;
         }
         res->retries++;
         util_sleep_ms(util_backoff_ms(i, 50));
         if (stock_past_deadline(req, res))
-            return 0;
+            return;
     }
     res->outcome = DEDUCT_RETRY_EXHAUSTED;
     snprintf(res->detail, sizeof(res->detail),
              "row lock not obtained after %d deadlock/lock-wait retries", res->retries);
-    return 0;
 }
 
 /* A cart: every row in one transaction, in sorted SKU order (stock/cart.h). */
-static int for_update_cart(const struct guard *self, const struct deduct_env *env,
-                           const struct cart *c, struct cart_res *res)
+static void for_update_cart(const struct guard *self, const struct deduct_env *env,
+                            const struct cart *c, struct cart_res *res)
 {
-    return stock_cart_sell(self->name, env, c, CART_STYLE_ROW_LOCK, res);
+    stock_cart_sell(self->name, env, c, CART_STYLE_ROW_LOCK, res);
 }
 
 /* The guard's description for GET /guards (guard.h: struct guard_doc). */
@@ -120,10 +119,10 @@ const struct guard guard_for_update = {
     .doc = &doc,
     .how = "SELECT ... FOR UPDATE inside a transaction (row lock until COMMIT)",
     .expect = "correct",
-    .safe_across_instances = 1,
-    /* A repeated order id fails the ledger insert, or is found by the
-     * refusal paths (stock_refused): no ledger read before every sale. */
-    .own_idempotency = 1,
+    .flags = GUARD_SAFE_ACROSS_INSTANCES
+             /* A repeated order id fails the ledger insert, or is found by the
+              * refusal paths (stock_refused): no ledger read before every sale. */
+             | GUARD_OWN_IDEMPOTENCY,
     .deduct_cart = for_update_cart,
     .deduct = for_update_deduct,
 };

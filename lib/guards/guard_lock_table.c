@@ -177,11 +177,10 @@ release:
     return ret;
 }
 
-static int lock_table_deduct(const struct guard *self, const struct deduct_env *env,
-                             const struct deduct_req *req, struct deduct_res *res)
+static void lock_table_deduct(const struct guard *self, const struct deduct_env *env,
+                              const struct deduct_req *req, struct deduct_res *res)
 {
     lock_table_locked(self, env, req, guard_rmw_work, (void *)self->name, res);
-    return 0;
 }
 
 static const struct guard_field lock_table_fields[] = {LOCK_FIELD_TTL, LOCK_FIELD_FENCING};
@@ -211,7 +210,7 @@ const struct guard guard_lock_table = {
     .doc = &doc,
     .how = "MySQL lock row: INSERT into a unique-keyed lock table, DELETE to release, expiry column",
     .expect = "correct",
-    .safe_across_instances = 1,
+    .flags = GUARD_SAFE_ACROSS_INSTANCES,
     .fields = lock_table_fields,
     .nfields = sizeof(lock_table_fields) / sizeof(lock_table_fields[0]),
     .opts_size = sizeof(struct lock_req_opts),

@@ -107,12 +107,11 @@ static int mutex_locked(const struct guard *self, const struct deduct_env *env,
     return ret;
 }
 
-static int mutex_deduct(const struct guard *self, const struct deduct_env *env,
-                        const struct deduct_req *req, struct deduct_res *res)
+static void mutex_deduct(const struct guard *self, const struct deduct_env *env,
+                         const struct deduct_req *req, struct deduct_res *res)
 {
     mutex_locked(self, env, req, guard_rmw_work, (void *)self->name, res);
     stock_refused(env, req, res);
-    return 0;
 }
 
 /* A cart's touches by stripe, then SKU: the one order in which a cart's
@@ -157,14 +156,14 @@ static int cart_stripes(const struct cart *c, unsigned *out)
  * other until lock_wait_ms runs out), a stripe not taken in time releases
  * the ones taken and sells nothing; then the bare read-modify-write of
  * every line in one transaction. Across instances it still races. */
-static int mutex_cart(const struct guard *self, const struct deduct_env *env,
-                      const struct cart *c, struct cart_res *res)
+static void mutex_cart(const struct guard *self, const struct deduct_env *env,
+                       const struct cart *c, struct cart_res *res)
 {
     if (lock_opts_of(&c->req)->fencing) {
         res->base.outcome = DEDUCT_BAD_REQUEST;
         snprintf(res->base.detail, sizeof(res->base.detail),
                  "fencing is not offered for carts (one token, several rows)");
-        return 0;
+        return;
     }
     unsigned stripe[CART_LINES_MAX];
     int n = cart_stripes(c, stripe), taken = 0, rc = 0;
@@ -191,7 +190,6 @@ static int mutex_cart(const struct guard *self, const struct deduct_env *env,
     }
     while (taken-- > 0)
         pthread_mutex_unlock(&stripes[stripe[taken]]);
-    return 0;
 }
 
 /* Its fence is a per-process counter (see API.md: fencing). */
@@ -220,10 +218,9 @@ const struct guard guard_mutex = {
     .doc = &doc,
     .how = "read-modify-write inside an in-process pthread mutex per SKU",
     .expect = "correct on 1 instance, oversells on 2+",
-    .safe_across_instances = 0,
     /* A repeated order id fails the ledger insert, or is found by the
      * refusal paths (stock_refused): no ledger read before every sale. */
-    .own_idempotency = 1,
+    .flags = GUARD_OWN_IDEMPOTENCY,
     .fields = mutex_fields,
     .nfields = sizeof(mutex_fields) / sizeof(mutex_fields[0]),
     .opts_size = sizeof(struct lock_req_opts),

@@ -4,20 +4,19 @@
 
 #include "stock/txn.h"
 
-static int none_deduct(const struct guard *self, const struct deduct_env *env, const struct deduct_req *req,
-                       struct deduct_res *res)
+static void none_deduct(const struct guard *self, const struct deduct_env *env,
+                        const struct deduct_req *req, struct deduct_res *res)
 {
     stock_rmw(self->name, env, req, res);
     stock_refused(env, req, res);
-    return 0;
 }
 
 /* A cart: the same bare read-modify-write, every line in one transaction:
  * two carts on one SKU still race, as the guard means to show. */
-static int none_cart(const struct guard *self, const struct deduct_env *env,
-                     const struct cart *c, struct cart_res *res)
+static void none_cart(const struct guard *self, const struct deduct_env *env,
+                      const struct cart *c, struct cart_res *res)
 {
-    return stock_cart_sell(self->name, env, c, CART_STYLE_RMW, res);
+    stock_cart_sell(self->name, env, c, CART_STYLE_RMW, res);
 }
 
 /* The guard's description for GET /guards (guard.h: struct guard_doc). */
@@ -43,10 +42,9 @@ const struct guard guard_none = {
     .doc = &doc,
     .how = "read stock, compute in C, write it back (read-modify-write)",
     .expect = "oversells / loses updates",
-    .safe_across_instances = 0,
     /* A repeated order id fails the ledger insert, or is found by the
      * refusal paths (stock_refused): no ledger read before every sale. */
-    .own_idempotency = 1,
+    .flags = GUARD_OWN_IDEMPOTENCY,
     .deduct_cart = none_cart,
     .deduct = none_deduct,
 };

@@ -79,20 +79,19 @@ static int optimistic_attempts(const struct guard *self, const struct deduct_env
     return 0;
 }
 
-static int optimistic_deduct(const struct guard *self, const struct deduct_env *env,
-                             const struct deduct_req *req, struct deduct_res *res)
+static void optimistic_deduct(const struct guard *self, const struct deduct_env *env,
+                              const struct deduct_req *req, struct deduct_res *res)
 {
     optimistic_attempts(self, env, req, res);
     stock_refused(env, req, res);
-    return 0;
 }
 
 /* A cart: plain reads, then one transaction of version-checked writes in
  * sorted SKU order; a miss starts the cart again (stock/cart.h). */
-static int optimistic_cart(const struct guard *self, const struct deduct_env *env,
-                           const struct cart *c, struct cart_res *res)
+static void optimistic_cart(const struct guard *self, const struct deduct_env *env,
+                            const struct cart *c, struct cart_res *res)
 {
-    return stock_cart_sell(self->name, env, c, CART_STYLE_VERSION, res);
+    stock_cart_sell(self->name, env, c, CART_STYLE_VERSION, res);
 }
 
 /* The guard's description for GET /guards (guard.h: struct guard_doc). */
@@ -118,10 +117,10 @@ const struct guard guard_optimistic = {
     .doc = &doc,
     .how = "version column compare-and-set, bounded retries with jittered backoff",
     .expect = "correct, retries under contention",
-    .safe_across_instances = 1,
-    /* A repeated order id fails the ledger insert, or is found by the
-     * refusal paths (stock_refused): no ledger read before every sale. */
-    .own_idempotency = 1,
+    .flags = GUARD_SAFE_ACROSS_INSTANCES
+             /* A repeated order id fails the ledger insert, or is found by the
+              * refusal paths (stock_refused): no ledger read before every sale. */
+             | GUARD_OWN_IDEMPOTENCY,
     .deduct_cart = optimistic_cart,
     .deduct = optimistic_deduct,
 };

@@ -147,11 +147,10 @@ static int redis_lock_locked(const struct guard *self, const struct deduct_env *
     return ret;
 }
 
-static int redis_lock_deduct(const struct guard *self, const struct deduct_env *env,
-                             const struct deduct_req *req, struct deduct_res *res)
+static void redis_lock_deduct(const struct guard *self, const struct deduct_env *env,
+                              const struct deduct_req *req, struct deduct_res *res)
 {
     redis_lock_locked(self, env, req, guard_rmw_work, (void *)self->name, res);
-    return 0;
 }
 
 /* Every lock option: the seeds' mistakes, and Redisson's fencing,
@@ -193,7 +192,8 @@ const struct guard guard_redis_lock = {
     .doc = &doc,
     .how = "Redis lock: SET NX PX with a token, Lua compare-and-delete release, watchdog renewal",
     .expect = "correct",
-    .safe_across_instances = 1,
+    .flags = GUARD_SAFE_ACROSS_INSTANCES
+             | GUARD_USES_REDIS,
     .fields = redis_lock_fields,
     .nfields = sizeof(redis_lock_fields) / sizeof(redis_lock_fields[0]),
     .opts_size = sizeof(struct lock_req_opts),
@@ -201,7 +201,6 @@ const struct guard guard_redis_lock = {
     .deduct = redis_lock_deduct,
     .locked = redis_lock_locked,
     .deduct_cart = guard_lock_cart,   /* its locks nested, sorted (core/cart_locks) */
-    .uses_redis = 1,
     .init = redis_lock_init,
     .fini = redis_lock_fini,
 };

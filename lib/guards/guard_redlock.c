@@ -244,15 +244,14 @@ static int redlock_locked(const struct guard *self, const struct deduct_env *env
     return ret;
 }
 
-static int redlock_deduct(const struct guard *self, const struct deduct_env *env,
-                          const struct deduct_req *req, struct deduct_res *res)
+static void redlock_deduct(const struct guard *self, const struct deduct_env *env,
+                           const struct deduct_req *req, struct deduct_res *res)
 {
     struct held h;
     if (take(env, req, &h, res) != 0)
-        return 0;
+        return;
     stock_rmw_checked(self->name, env, req, still_valid, &h, res);
     give(&h);
-    return 0;
 }
 
 static void mirror(const char *name, atomic_ullong *v)
@@ -316,7 +315,7 @@ const struct guard guard_redlock = {
     .doc = &doc,
     .how = "Redlock: the lock on a quorum (N/2+1) of N independent Redis masters, watchdog renewal, validity checked before the write",
     .expect = "correct, survives loss of a minority",
-    .safe_across_instances = 1,
+    .flags = GUARD_SAFE_ACROSS_INSTANCES,
     .options = options,
     .noptions = sizeof(options) / sizeof(options[0]),
     .options_conf = &conf,

@@ -326,14 +326,14 @@ out:
     return result;
 }
 
-static int segmented_deduct(const struct guard *self, const struct deduct_env *env,
-                            const struct deduct_req *req, struct deduct_res *res)
+static void segmented_deduct(const struct guard *self, const struct deduct_env *env,
+                             const struct deduct_req *req, struct deduct_res *res)
 {
     struct rrec rk;
     rrec_keys(&rk, req->sku);
     int k = segment_count(env, &rk, req->sku, res);
     if (k <= 0)
-        return 0;
+        return;
     int busy[SEG_MAX], nbusy = 0, start = (int)util_rand_range(0, k - 1);
     long biggest = 0, total = 0;
     /* Pass 1: take whichever segment is free right now. */
@@ -342,7 +342,7 @@ static int segmented_deduct(const struct guard *self, const struct deduct_env *e
         long units = 0;
         enum seg_try t = try_segment(self, env, &rk, req, i, 0, &units, res);
         if (t == SEG_SOLD || t == SEG_FAILED)
-            return 0;
+            return;
         if (t == SEG_BUSY)
             busy[nbusy++] = i;
         else {
@@ -360,7 +360,7 @@ static int segmented_deduct(const struct guard *self, const struct deduct_env *e
         enum seg_try t = try_segment(self, env, &rk, req, busy[j], left_ms > 0 ? left_ms : 0,
                                      &units, res);
         if (t == SEG_SOLD || t == SEG_FAILED)
-            return 0;
+            return;
         if (t == SEG_BUSY)
             still_busy++;
         else {
@@ -380,7 +380,6 @@ static int segmented_deduct(const struct guard *self, const struct deduct_env *e
                      "no single segment holds %ld units (largest holds %ld); the segmented "
                      "guard does not split one deduction across segments", req->qty, biggest);
     }
-    return 0;
 }
 
 static int segmented_release(const struct guard *self, const struct deduct_env *env,
@@ -502,26 +501,31 @@ static const struct guard_doc doc = {
     .nmetrics = sizeof(doc_metrics) / sizeof(doc_metrics[0]),
 };
 
+/* Its side state in Redis (guard.h: struct guard_mirror). */
+static const struct guard_mirror mirror = {
+    .seed = segmented_seed,
+    .release = segmented_release,
+    .describe = segmented_describe,
+    .side = segmented_side,
+};
+
 const struct guard guard_segmented = {
     .name = "segmented",
     .doc = &doc,
     /* its sale is decided outside one MySQL transaction: refuses limited SKUs */
-    .no_purchase_limits = 1,
-    /* its MySQL write matches unlimited SKUs only (stock_record_relative) */
-    .limits_in_deduct = 1,
+    .flags = GUARD_NO_PURCHASE_LIMITS
+             /* its MySQL write matches unlimited SKUs only (stock_record_relative) */
+             | GUARD_LIMITS_IN_DEDUCT
+             | GUARD_SAFE_ACROSS_INSTANCES
+             | GUARD_USES_REDIS,
     .how = "stock split over K Redis segment keys, each with its own lock; walk until one has stock",
     .expect = "correct, higher throughput",
-    .safe_across_instances = 1,
     .fields = segmented_fields,
     .nfields = sizeof(segmented_fields) / sizeof(segmented_fields[0]),
     .opts_size = sizeof(struct lock_req_opts),
     .opts_default = &lock_req_opts_default,
     .deduct = segmented_deduct,
-    .seed = segmented_seed,
-    .release = segmented_release,
-    .describe = segmented_describe,
-    .side = segmented_side,
-    .uses_redis = 1,
+    .mirror = &mirror,
     .init = segmented_init,
     .fini = segmented_fini,
 };

@@ -223,17 +223,16 @@ static int zk_locked(const struct guard *self, const struct deduct_env *env,
     return ret;
 }
 
-static int zk_deduct(const struct guard *self, const struct deduct_env *env,
-                     const struct deduct_req *req, struct deduct_res *res)
+static void zk_deduct(const struct guard *self, const struct deduct_env *env,
+                      const struct deduct_req *req, struct deduct_res *res)
 {
     struct zk_held h;
     if (take(req, &h, res) != 0)
-        return 0;
+        return;
     struct deduct_req r;
     fenced_req(req, &h, &r);
     stock_rmw_checked(self->name, env, &r, still_held, &h, res);
     zk_lock_release(&h.lock);
-    return 0;
 }
 
 static void mirror(const char *name, atomic_ullong *v)
@@ -310,7 +309,7 @@ const struct guard guard_zookeeper = {
     .how = "ZooKeeper lock (Curator InterProcessMutex): ephemeral-sequential node per attempt, "
            "lowest holds, waiters watch their predecessor, session checked before the write",
     .expect = "correct",
-    .safe_across_instances = 1,
+    .flags = GUARD_SAFE_ACROSS_INSTANCES,
     .options = options,
     .noptions = sizeof(options) / sizeof(options[0]),
     .options_conf = &conf,

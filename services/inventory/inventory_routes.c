@@ -162,7 +162,7 @@ static int set_deadline(const struct http_req *req, struct deduct_req *dr,
 static int env_for_guard(const struct inv_conf *c, const struct guard *g,
                          struct deduct_env *env, struct http_resp *resp)
 {
-    if (!g->no_mysql_deduct)
+    if (!guard_has(g, GUARD_NO_MYSQL_DEDUCT))
         return env_ready(c, env, resp);
     memset(env, 0, sizeof(*env));
     env->instance = c->instance;

@@ -112,9 +112,8 @@ static void test_every_guard_described(void **state)
             fail_msg("guard %s has no deduct function", g->name);
         if (strchr(g->how, '\n') || strchr(g->expect, '\n'))
             fail_msg("guard %s: how/expect must be one line", g->name);
-        if (g->safe_across_instances != 0 && g->safe_across_instances != 1)
-            fail_msg("guard %s: safe_across_instances is %d", g->name,
-                     g->safe_across_instances);
+        if (g->flags & ~GUARD_FLAGS_ALL)
+            fail_msg("guard %s: flags 0x%x has a bit no GUARD_* names", g->name, g->flags);
     }
 }
 
@@ -205,15 +204,15 @@ static void test_safety_flags(void **state)
         const struct guard *g = guard_find(known[i].name);
         if (!g)
             fail_msg("guard %s is missing", known[i].name);
-        if (g->safe_across_instances != known[i].safe)
+        if (guard_has(g, GUARD_SAFE_ACROSS_INSTANCES) != known[i].safe)
             fail_msg("guard %s: safe_across_instances=%d, want %d", known[i].name,
-                     g->safe_across_instances, known[i].safe);
+                     guard_has(g, GUARD_SAFE_ACROSS_INSTANCES), known[i].safe);
     }
     /* An unsafe guard must say so in its expectation, a safe one must not. */
     size_t n = 0;
     const struct guard *const *all = guard_all(&n);
     for (size_t i = 0; i < n; i++)
-        if (!all[i]->safe_across_instances && !strstr(all[i]->expect, "oversell"))
+        if (!guard_has(all[i], GUARD_SAFE_ACROSS_INSTANCES) && !strstr(all[i]->expect, "oversell"))
             fail_msg("unsafe guard %s does not mention oversells: %s", all[i]->name,
                      all[i]->expect);
 }
@@ -244,7 +243,7 @@ static void test_option_groups(void **state)
      * offered once when any guard uses Redis, and no guard's. */
     size_t uses_redis = 0, redis_groups = 0;
     for (size_t i = 0; i < n; i++) {
-        uses_redis += all[i]->uses_redis;
+        uses_redis += guard_has(all[i], GUARD_USES_REDIS);
         if (all[i]->options == redis_shared_options)
             fail_msg("guard %s lists the shared Redis rows as its own", all[i]->name);
     }
@@ -283,7 +282,7 @@ static void test_hooks_paired(void **state)
             fail_msg("guard %s has init without fini or fini without init", g->name);
         if (g->health && !g->init)
             fail_msg("guard %s checks a backend it never opens", g->name);
-        if (g->uses_redis && !g->init)
+        if (guard_has(g, GUARD_USES_REDIS) && !g->init)
             fail_msg("guard %s uses Redis but has no init to receive it", g->name);
         for (size_t j = 0; j < n; j++)
             if (j != i && ((g->health && g->health == all[j]->health) ||

@@ -148,7 +148,7 @@ static int round_conflicted(const struct deduct_env *env, int round)
 /* sell_round's locking read (the fast write took nothing): the row with
  * its purchase limit. A limited SKU is refused for everyone picked, from
  * this read the round makes anyway: the guard does not enforce limits,
- * and the entry point reads no limit for it (guard.h, limits_in_deduct).
+ * and the entry point reads no limit for it (guard.h, GUARD_LIMITS_IN_DEDUCT).
  * 1 found, 0 no SKU, BATCH_LIMITED (rolled back, all answered), DB_E*. */
 #define BATCH_LIMITED 2
 static int locked_read(const struct deduct_env *env, struct batch_item **pick, int n,

@@ -203,8 +203,8 @@ static void follow(struct slot *s, struct member *me)
     }
 }
 
-static int batched_deduct(const struct guard *self, const struct deduct_env *env,
-                          const struct deduct_req *req, struct deduct_res *res)
+static void batched_deduct(const struct guard *self, const struct deduct_env *env,
+                           const struct deduct_req *req, struct deduct_res *res)
 {
     pthread_once(&once, init_slots);
     pthread_mutex_lock(&mu);
@@ -214,7 +214,7 @@ static int batched_deduct(const struct guard *self, const struct deduct_env *env
             s->sku[0] = '\0';
         pthread_mutex_unlock(&mu);
         sell_alone(self, env, req, res);
-        return 0;
+        return;
     }
     struct member me = {.req = req, .res = res, .state = MEMBER_QUEUED};
     if (pthread_cond_init(&me.cv, &cv_attr) != 0) {
@@ -222,7 +222,7 @@ static int batched_deduct(const struct guard *self, const struct deduct_env *env
             s->sku[0] = '\0';
         pthread_mutex_unlock(&mu);
         sell_alone(self, env, req, res);
-        return 0;
+        return;
     }
     s->users++;
     s->open[s->nopen++] = &me;
@@ -235,17 +235,16 @@ static int batched_deduct(const struct guard *self, const struct deduct_env *env
     slot_leave(s);
     pthread_mutex_unlock(&mu);
     pthread_cond_destroy(&me.cv);
-    return 0;
 }
 
 /* A cart is not batched: it is sold alone, as conditional-update sells
  * it (one transaction, UPDATE ... WHERE stock >= the lines' sum per row,
  * in sorted SKU order). Its rows' conditional UPDATEs and a batch's meet
  * in InnoDB's row locks, so neither can sell past zero. */
-static int batched_cart(const struct guard *self, const struct deduct_env *env,
-                        const struct cart *c, struct cart_res *res)
+static void batched_cart(const struct guard *self, const struct deduct_env *env,
+                         const struct cart *c, struct cart_res *res)
 {
-    return stock_cart_sell(self->name, env, c, CART_STYLE_CONDITIONAL, res);
+    stock_cart_sell(self->name, env, c, CART_STYLE_CONDITIONAL, res);
 }
 
 /* The guard's description for GET /guards (guard.h: struct guard_doc). */
@@ -281,15 +280,15 @@ const struct guard guard_batched_update = {
     .name = "batched-update",
     .doc = &doc,
     /* its sale is decided outside one MySQL transaction: refuses limited SKUs */
-    .no_purchase_limits = 1,
-    .limits_in_deduct = 1,
+    .flags = GUARD_NO_PURCHASE_LIMITS
+             | GUARD_LIMITS_IN_DEDUCT
+             | GUARD_SAFE_ACROSS_INSTANCES
+             /* A repeated order id fails the batch's ledger insert and is answered
+              * from the ledger row (stock/batch.c): no read before every request. */
+             | GUARD_OWN_IDEMPOTENCY,
     .how = "group commit: concurrent deductions of a SKU in one instance share one "
            "transaction (one UPDATE ... WHERE stock>=sum, one multi-row ledger insert)",
     .expect = "correct, one commit per batch",
-    .safe_across_instances = 1,
-    /* A repeated order id fails the batch's ledger insert and is answered
-     * from the ledger row (stock/batch.c): no read before every request. */
-    .own_idempotency = 1,
     .options = options,
     .noptions = sizeof(options) / sizeof(options[0]),
     .options_conf = &conf,

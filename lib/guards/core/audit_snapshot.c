@@ -41,13 +41,13 @@ static int read_sides(struct db_conn *db, const char *sku, struct side_read *r, 
     const struct guard *const *all = guard_all(&n);
     int k = 0;
     for (size_t i = 0; i < n && k < max; i++) {
-        if (!all[i]->side)
+        const struct guard_mirror *m = all[i]->mirror;
+        if (!m || !m->side)
             continue;
         memset(&r[k], 0, sizeof(r[k]));
         r[k].g = all[i];
-        r[k].ok = (db && all[i]->side_in_snapshot
-                       ? all[i]->side_in_snapshot(all[i], db, sku, &r[k].s)
-                       : all[i]->side(all[i], sku, &r[k].s)) == 0;
+        r[k].ok = (db && m->side_in_snapshot ? m->side_in_snapshot(all[i], db, sku, &r[k].s)
+                                             : m->side(all[i], sku, &r[k].s)) == 0;
         k++;
     }
     return k;
@@ -65,12 +65,12 @@ static enum snapshot stable(const struct side_read *a, const struct side_read *b
     for (int i = 0; i < n; i++) {
         if (!a[i].ok || !b[i].ok)
             continue;          /* unread: its drift is unknown anyway */
-        if (a[i].g->side_in_snapshot) {
+        if (a[i].g->mirror->side_in_snapshot) {   /* read_sides: each has a mirror */
             if (a[i].s.flush_seq != b[i].s.flush_seq)
                 st = SNAP_INTENTS_MOVED;
             continue;
         }
-        if (!a[i].g->pending)
+        if (!a[i].g->mirror->pending)
             continue;
         if (a[i].s.flush_seq != b[i].s.flush_seq || a[i].s.flushing || b[i].s.flushing)
             return SNAP_FLUSH_MOVED;
@@ -90,12 +90,12 @@ static int freeze_all(int on)
     size_t n;
     const struct guard *const *all = guard_all(&n);
     for (size_t i = 0; i < n; i++) {
-        if (!all[i]->freeze)
+        if (!all[i]->mirror || !all[i]->mirror->freeze)
             continue;
-        if (all[i]->freeze(all[i], on) == 0 && on) {
+        if (all[i]->mirror->freeze(all[i], on) == 0 && on) {
             while (i-- > 0)
-                if (all[i]->freeze)
-                    all[i]->freeze(all[i], 0);
+                if (all[i]->mirror && all[i]->mirror->freeze)
+                    all[i]->mirror->freeze(all[i], 0);
             return 0;
         }
     }
@@ -109,8 +109,8 @@ static void settle_all(struct db_conn *db, const char *sku)
     size_t n;
     const struct guard *const *all = guard_all(&n);
     for (size_t i = 0; i < n; i++)
-        if (all[i]->settle)
-            all[i]->settle(all[i], db, sku);
+        if (all[i]->mirror && all[i]->mirror->settle)
+            all[i]->mirror->settle(all[i], db, sku);
 }
 
 /* The evidence behind a verdict (best effort: the figures stand without
@@ -149,8 +149,8 @@ static void explain(struct db_conn *db, const char *sku, struct audit *a)
     const struct guard *const *all = guard_all(&n);
     snprintf(a->settled, sizeof(a->settled), "[]");
     for (size_t i = 0; i < n; i++)
-        if (all[i]->settled) {   /* one guard keeps them (redis-decr) */
-            all[i]->settled(all[i], sku, a->settled, sizeof(a->settled));
+        if (all[i]->mirror && all[i]->mirror->settled) {   /* one keeps them (redis-decr) */
+            all[i]->mirror->settled(all[i], sku, a->settled, sizeof(a->settled));
             break;
         }
     if (a->lost_updates != 0)
@@ -166,7 +166,7 @@ static void add_sides(struct audit *a, const struct side_read *before,
                       const struct side_read *after, const int *sold, int n)
 {
     for (int i = 0; i < n; i++) {
-        const struct side_read *r = before[i].g->side_in_snapshot ? &after[i] : &before[i];
+        const struct side_read *r = before[i].g->mirror->side_in_snapshot ? &after[i] : &before[i];
         if (!r->ok) {
             a->pending_known = a->drift_known = 0;
             continue;

@@ -94,19 +94,18 @@ static int cart_sell_work(void *ctx, const struct deduct_env *env, const struct 
     return 0;
 }
 
-int guard_lock_cart(const struct guard *g, const struct deduct_env *env, const struct cart *c,
-                    struct cart_res *res)
+void guard_lock_cart(const struct guard *g, const struct deduct_env *env, const struct cart *c,
+                     struct cart_res *res)
 {
     if (lock_opts_of(&c->req)->fencing) {
         res->base.outcome = DEDUCT_BAD_REQUEST;
         snprintf(res->base.detail, sizeof(res->base.detail),
                  "fencing is not offered for carts (one token per lock, several rows)");
-        return 0;
+        return;
     }
     struct cart_touch t[CART_LINES_MAX];
     int nt = cart_plan(c, t);  /* sorted, or as given */
     struct cart_work w = {g, c, res};
     /* -1: res says why (lock_timeout, ...); nothing was sold */
     guard_locked_each(g, env, &c->req, t, nt, c->req.hold_ms, cart_sell_work, &w, &res->base);
-    return 0;
 }

@@ -25,8 +25,8 @@ int guard_locked_each(const struct guard *g, const struct deduct_env *env,
  * each other until lock_wait_ms), then every line sold in one MySQL
  * transaction (stock_cart_sell, the read-modify-write the single-SKU lock
  * path does) while all are held. "fencing" is refused (400): a token per
- * lock, but several rows to fence. Returns 0. */
-int guard_lock_cart(const struct guard *g, const struct deduct_env *env, const struct cart *c,
-                    struct cart_res *res);
+ * lock, but several rows to fence. Fills res. */
+void guard_lock_cart(const struct guard *g, const struct deduct_env *env, const struct cart *c,
+                     struct cart_res *res);
 
 #endif

@@ -43,11 +43,11 @@ int guard_deduct(const struct guard *g, const struct deduct_env *env,
     struct ledger_row row;
     /* A write-behind guard answers from its own backend (no MySQL here);
      * a batching guard answers repeats from its batch's insert. */
-    int rc = (g->own_idempotency || g->no_mysql_deduct)
+    int rc = (guard_has(g, GUARD_OWN_IDEMPOTENCY) || guard_has(g, GUARD_NO_MYSQL_DEDUCT))
                  ? 0 : store_ledger_get(env->db, req->order_id, 0, &row);
     /* MySQL's own row-lock waits (for-update, conditional-update, the
      * absolute writes) last no longer than the request may wait. */
-    if (rc >= 0 && !g->no_mysql_deduct) {
+    if (rc >= 0 && !guard_has(g, GUARD_NO_MYSQL_DEDUCT)) {
         int w = db_set_lock_wait(env->db, req->lock_wait_ms);
         if (w < 0)
             rc = w;
@@ -97,7 +97,8 @@ static int seed_side_state(const struct deduct_env *env, const char *sku, long l
     const struct guard *const *all = guard_all(&n);
     for (size_t i = 0; i < n; i++) {
         struct deduct_res r = {0};
-        if (all[i]->seed && all[i]->seed(all[i], env, sku, stock, segments, &r) != 0) {
+        const struct guard_mirror *m = all[i]->mirror;
+        if (m && m->seed && m->seed(all[i], env, sku, stock, segments, &r) != 0) {
             res->outcome = DEDUCT_UNAVAILABLE;
             snprintf(res->detail, sizeof(res->detail), "seeding %s state: %.120s",
                      all[i]->name, r.detail);
@@ -236,7 +237,8 @@ static int queued_elsewhere(const char *order_id, struct deduct_res *res)
     size_t n;
     const struct guard *const *all = guard_all(&n);
     for (size_t i = 0; i < n; i++) {
-        int q = all[i]->queued ? all[i]->queued(all[i], order_id) : 0;
+        const struct guard_mirror *m = all[i]->mirror;
+        int q = m && m->queued ? m->queued(all[i], order_id) : 0;
         if (q != 0) {
             res->outcome = DEDUCT_UNAVAILABLE;
             snprintf(res->detail, sizeof(res->detail), q > 0
@@ -336,9 +338,10 @@ int guard_release_lines(const struct deduct_env *env, const char *order_id,
      * commit, line by line: if its backend fails now the units stay
      * missing there, an undersell, never an oversell. */
     const struct guard *g = guard_find(rows[0].guard);
-    for (int i = 0; g && g->release && i < *nrows; i++) {
+    const struct guard_mirror *m = g ? g->mirror : NULL;
+    for (int i = 0; m && m->release && i < *nrows; i++) {
         struct deduct_res r = {0};
-        if (g->release(g, env, rows[i].sku, (long)rows[i].qty, &r) != 0) {
+        if (m->release(g, env, rows[i].sku, (long)rows[i].qty, &r) != 0) {
             *side_ok = 0;
             fprintf(stderr, "inventory %s: release of %s line %d: %s stock not restored: %s\n",
                     env->instance, order_id, i, rows[i].guard, r.detail);
@@ -363,8 +366,8 @@ void guard_describe(const char *sku, struct guard_facts *out)
     size_t n;
     const struct guard *const *all = guard_all(&n);
     for (size_t i = 0; i < n; i++)
-        if (all[i]->describe)
-            all[i]->describe(all[i], sku, out);   /* best effort: Redis may be down */
+        if (all[i]->mirror && all[i]->mirror->describe)
+            all[i]->mirror->describe(all[i], sku, out);   /* best effort: Redis may be down */
 }
 
 int guard_pending(const char *sku, long long *entries, long long *units)
@@ -375,9 +378,10 @@ int guard_pending(const char *sku, long long *entries, long long *units)
     *entries = *units = 0;
     for (size_t i = 0; i < n; i++) {
         long long e = 0, u = 0;
-        if (!all[i]->pending)
+        const struct guard_mirror *m = all[i]->mirror;
+        if (!m || !m->pending)
             continue;
-        if (all[i]->pending(all[i], sku, &e, &u) != 0)
+        if (m->pending(all[i], sku, &e, &u) != 0)
             rc = -1;
         *entries += e;
         *units += u;

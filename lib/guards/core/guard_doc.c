@@ -44,14 +44,15 @@ static json_t *capabilities(const struct guard *g)
     json_object_set_new(c, "fencing", json_boolean(has_field(g, "fencing")));
     json_object_set_new(c, "replicas_ack", json_boolean(has_field(g, "replicas_ack")));
     json_object_set_new(c, "checks_lease_before_write", json_boolean(checks_lease(g)));
-    json_object_set_new(c, "redis_stock", json_boolean(g->side != NULL));
-    json_object_set_new(c, "write_behind", json_boolean(g->no_mysql_deduct));
+    json_object_set_new(c, "redis_stock", json_boolean(g->mirror && g->mirror->side));
+    json_object_set_new(c, "write_behind", json_boolean(guard_has(g, GUARD_NO_MYSQL_DEDUCT)));
     json_object_set_new(c, "carts", json_boolean(g->deduct_cart != NULL));
     json_object_set_new(c, "holds", json_boolean(guard_holds(g)));
-    json_object_set_new(c, "limits", json_boolean(!g->no_purchase_limits));
-    json_object_set_new(c, "safe_across_instances", json_boolean(g->safe_across_instances));
-    json_object_set_new(c, "uses_redis", json_boolean(g->uses_redis));
-    json_object_set_new(c, "settles_intents", json_boolean(g->settle != NULL));
+    json_object_set_new(c, "limits", json_boolean(!guard_has(g, GUARD_NO_PURCHASE_LIMITS)));
+    json_object_set_new(c, "safe_across_instances",
+                        json_boolean(guard_has(g, GUARD_SAFE_ACROSS_INSTANCES)));
+    json_object_set_new(c, "uses_redis", json_boolean(guard_has(g, GUARD_USES_REDIS)));
+    json_object_set_new(c, "settles_intents", json_boolean(g->mirror && g->mirror->settle));
     json_object_set_new(c, "lock_home", home ? json_string(home) : json_null());
     return c;
 }
@@ -92,12 +93,13 @@ json_t *guard_json(const struct guard *g)
 {
     const struct guard_doc *d = g->doc;
     json_t *j = json_pack("{s:s,s:s,s:s,s:b,s:b}", "name", g->name, "how", g->how, "expect",
-                          g->expect, "safe_across_instances", g->safe_across_instances,
+                          g->expect, "safe_across_instances",
+                          guard_has(g, GUARD_SAFE_ACROSS_INSTANCES),
                           "carts", g->deduct_cart != NULL);
     if (!j)
         return NULL;
     json_object_set_new(j, "holds", json_boolean(guard_holds(g)));
-    json_object_set_new(j, "limits", json_boolean(!g->no_purchase_limits));
+    json_object_set_new(j, "limits", json_boolean(!guard_has(g, GUARD_NO_PURCHASE_LIMITS)));
     json_object_set_new(j, "needs", json_string(text(d ? d->needs : NULL)));
     json_object_set_new(j, "use_when", json_string(text(d ? d->use_when : NULL)));
     json_object_set_new(j, "breaks", json_string(text(d ? d->breaks : NULL)));

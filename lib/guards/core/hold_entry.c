@@ -17,7 +17,7 @@
 
 int guard_holds(const struct guard *g)
 {
-    return g && !g->seed && !g->no_mysql_deduct;
+    return g && !(g->mirror && g->mirror->seed) && !guard_has(g, GUARD_NO_MYSQL_DEDUCT);
 }
 
 const char *guard_hold_names(void)

@@ -20,7 +20,7 @@ static void build_limit_names(void)
     size_t n, off = 0;
     const struct guard *const *all = guard_all(&n);
     for (size_t i = 0; i < n && off < sizeof(limit_names_buf); i++)
-        if (!all[i]->no_purchase_limits)
+        if (!guard_has(all[i], GUARD_NO_PURCHASE_LIMITS))
             off += (size_t)snprintf(limit_names_buf + off, sizeof(limit_names_buf) - off,
                                     "%s%s", off ? ", " : "", all[i]->name);
 }
@@ -63,8 +63,9 @@ int guard_limit_gate(const struct guard *g, const struct deduct_env *env,
      * learns the limit from its own read or write of the row, inside the
      * sale (stock_limit_charge): no statement here, so an unlimited SKU
      * runs exactly the statements it ran before limits existed. */
-    if (!env->db || g->no_mysql_deduct || g->limits_in_deduct ||
-        (!g->no_purchase_limits && !req->limit_separate))
+    if (!env->db || guard_has(g, GUARD_NO_MYSQL_DEDUCT) ||
+        guard_has(g, GUARD_LIMITS_IN_DEDUCT) ||
+        (!guard_has(g, GUARD_NO_PURCHASE_LIMITS) && !req->limit_separate))
         return 1;
     int rc = store_limit_of(env->db, req->sku, &r->limit);
     if (rc < 0) {
@@ -73,7 +74,7 @@ int guard_limit_gate(const struct guard *g, const struct deduct_env *env,
     }
     if (rc == 0 || r->limit <= 0)
         return 1;
-    if (g->no_purchase_limits)
+    if (guard_has(g, GUARD_NO_PURCHASE_LIMITS))
         return limit_unsupported(g, r, res);
     if (!r->user_id[0]) {
         stock_limit_no_user(r->limit, res);
@@ -95,7 +96,7 @@ int guard_limit_cart_gate(const struct guard *g, const struct deduct_env *env,
     /* The guards that enforce limits count each line in the cart's own
      * transaction (stock/cart_txn.c); the others must not sell a limited
      * line at all. */
-    if (!g->no_purchase_limits)
+    if (!guard_has(g, GUARD_NO_PURCHASE_LIMITS))
         return 1;
     if (!env->db) {            /* fail closed: a limit that cannot be read */
         res->base.outcome = DEDUCT_UNAVAILABLE;

@@ -33,7 +33,7 @@ struct redis_shared_conf {
 extern struct redis_shared_conf redis_shared_conf;
 
 /* The Redis server the Redis guards share: a plain object the registry
- * opens once (guard_init_all) when a guard has uses_redis, hands to every
+ * opens once (guard_init_all) when a guard has GUARD_USES_REDIS, hands to every
  * guard's init in struct guard_backends, and frees after their fini. */
 struct redis_shared {
     struct redis_shared_conf conf;   /* a copy, read-only after new */

@@ -81,7 +81,7 @@ int guard_register_metrics(void)
 static int any_uses_redis(void)
 {
     for (size_t i = 0; i < NGUARDS; i++)
-        if (guards[i]->uses_redis)
+        if (guard_has(guards[i], GUARD_USES_REDIS))
             return 1;
     return 0;
 }
@@ -121,7 +121,7 @@ int guard_init_all(const char *instance, const struct db_conf *db, char *err, si
     for (started = 0; started < NGUARDS; started++) {
         const struct guard *g = guards[started];
         struct guard_backends b = backends;
-        if (!g->uses_redis)
+        if (!guard_has(g, GUARD_USES_REDIS))
             b.redis = NULL;
         char why[160] = "";
         if (g->init && g->init(g, &b, why, sizeof(why)) != 0) {
@@ -161,7 +161,7 @@ int guard_health(const char **up, size_t nup, size_t *nup_out, const char **back
         if (!guards[i]->health)
             continue;
         const char *name = guards[i]->name;
-        int h = guards[i]->health(&name, err, errlen);
+        int h = guards[i]->health(guards[i], &name, err, errlen);
         if (h < 0) {
             *backend = name;
             return -1;

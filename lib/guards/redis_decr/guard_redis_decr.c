@@ -250,8 +250,8 @@ static long long decide_record(const struct rrec *k, const struct decr_intent *i
     return d->left;
 }
 
-static int redis_decr_deduct(const struct guard *self, const struct deduct_env *env,
-                             const struct deduct_req *req, struct deduct_res *res)
+static void redis_decr_deduct(const struct guard *self, const struct deduct_env *env,
+                              const struct deduct_req *req, struct deduct_res *res)
 {
     struct rrec k;
     struct decr_intent in;
@@ -274,7 +274,7 @@ static int redis_decr_deduct(const struct guard *self, const struct deduct_env *
                                        ack_wait_ms(req), epoch, &seeds, stale, &acked, res);
         }
         if (left == -2 && attempt == 0 && rrec_recover(&k, env, req->sku, fill_state, res) == 0)
-            return 0;
+            return;
     }
     if (stale[0])
         decr_settle_stale(redis, &k, env->db, req->sku, stale, "sale");
@@ -282,7 +282,7 @@ static int redis_decr_deduct(const struct guard *self, const struct deduct_env *
         res->outcome = DEDUCT_UNAVAILABLE;
         snprintf(res->detail, sizeof(res->detail),
                  "Redis lost the redis-decr stock of %.64s again; reconciling with MySQL", req->sku);
-        return 0;
+        return;
     }
     if (left == -1) {
         /* A repeat of a sale still on its way to MySQL (its intent holds
@@ -290,7 +290,7 @@ static int redis_decr_deduct(const struct guard *self, const struct deduct_env *
          * so a first sale that lands in between is found in the ledger. */
         int busy = order_in_flight(in.hash, req->order_id, res);
         if (busy != 0)
-            return 0;
+            return;
         /* own_idempotency: a repeat of a sale already recorded is its echo,
          * whatever the stock is now (asked only here, on the rare path). */
         struct ledger_row row;
@@ -301,10 +301,10 @@ static int redis_decr_deduct(const struct guard *self, const struct deduct_env *
             stock_db_failure(env->db, rc, res);
         else
             res->outcome = DEDUCT_OUT_OF_STOCK;
-        return 0;
+        return;
     }
     if (left < 0)
-        return 0;
+        return;
     /* replicas_ack: a failover to a replica without this decrement would
      * sell the unit again; so fewer replicas than asked undo the sale. */
     if (acks_of(req) > 0 && acked < acks_of(req)) {
@@ -316,7 +316,7 @@ static int redis_decr_deduct(const struct guard *self, const struct deduct_env *
                  "replicas_ack: the sale reached %lld of %d replica(s) within %ld ms; undone, "
                  "nothing sold%s%.40s", acked > 0 ? acked : 0, acks_of(req),
                  ack_wait_ms(req), acked < 0 ? ": " : "", acked < 0 ? why : "");
-        return 0;
+        return;
     }
     struct deduct_req sale;
     int rc;
@@ -331,7 +331,7 @@ static int redis_decr_deduct(const struct guard *self, const struct deduct_env *
          * unsold. */
         if (stock_past_deadline(req, res)) {
             decr_give_back(redis, &k, &in, epoch, req->qty, req->sku);
-            return 0;
+            return;
         }
         rc = decr_group_record(self->name, env, req, seeds, &in, in.nonce, clear_recorded, res);
     }
@@ -342,21 +342,20 @@ static int redis_decr_deduct(const struct guard *self, const struct deduct_env *
      * in the new seed; the old state is normally replaced already (the
      * reseed writes Redis before its COMMIT), else it is reconciled. */
     if (rc == 0)
-        return 0;              /* in MySQL, its intent forgotten with its group's */
+        return;                /* in MySQL, its intent forgotten with its group's */
     if (rc == STOCK_NOT_COMMITTED) {
         decr_give_back(redis, &k, &in, epoch, req->qty, req->sku);
-        return 0;
+        return;
     }
     if (rc == STOCK_DIVERGED || rc == STOCK_COMMIT_UNKNOWN || rc == STOCK_RESEEDED) {
         char err[128];
         if (rrec_distrust(&k, epoch, NULL, 0, err, sizeof(err)) < 0) {
             /* the intent stays: settled as stale, the ledger will tell */
             fprintf(stderr, "redis-decr: could not start reconciling %s: %s\n", req->sku, err);
-            return 0;
+            return;
         }
     }
     decr_intent_clear(redis, &in);
-    return 0;
 }
 
 static int redis_decr_seed(const struct guard *self, const struct deduct_env *env,
@@ -573,21 +572,8 @@ static const struct guard_doc doc = {
     .nmetrics = sizeof(doc_metrics) / sizeof(doc_metrics[0]),
 };
 
-const struct guard guard_redis_decr = {
-    .name = "redis-decr",
-    .doc = &doc,
-    /* its sale is decided outside one MySQL transaction: refuses limited SKUs */
-    .no_purchase_limits = 1,
-    /* its group commit's writes match unlimited SKUs only (relative_batch.c) */
-    .limits_in_deduct = 1,
-    .how = "one Lua script checks and decrements stock in Redis; MySQL updated after",
-    .expect = "correct",
-    .safe_across_instances = 1,
-    /* A repeated order id is answered by the group's ledger insert (its
-     * units go back) or, out of stock, by a ledger read: no ledger read
-     * before every sale. */
-    .own_idempotency = 1,
-    .deduct = redis_decr_deduct,
+/* Its side state in Redis (guard.h: struct guard_mirror). */
+static const struct guard_mirror mirror = {
     .seed = redis_decr_seed,
     .release = redis_decr_release,
     .describe = redis_decr_describe,
@@ -595,11 +581,29 @@ const struct guard guard_redis_decr = {
     .side_in_snapshot = redis_decr_side_in_snapshot,
     .settle = redis_decr_settle,
     .settled = redis_decr_settled,
+};
+
+const struct guard guard_redis_decr = {
+    .name = "redis-decr",
+    .doc = &doc,
+    /* its sale is decided outside one MySQL transaction: refuses limited SKUs */
+    .flags = GUARD_NO_PURCHASE_LIMITS
+             /* its group commit's writes match unlimited SKUs only (relative_batch.c) */
+             | GUARD_LIMITS_IN_DEDUCT
+             | GUARD_SAFE_ACROSS_INSTANCES
+             /* A repeated order id is answered by the group's ledger insert (its
+              * units go back) or, out of stock, by a ledger read: no ledger read
+              * before every sale. */
+             | GUARD_OWN_IDEMPOTENCY
+             | GUARD_USES_REDIS,
+    .how = "one Lua script checks and decrements stock in Redis; MySQL updated after",
+    .expect = "correct",
+    .deduct = redis_decr_deduct,
+    .mirror = &mirror,
     .fields = decr_fields,
     .nfields = sizeof(decr_fields) / sizeof(decr_fields[0]),
     .opts_size = sizeof(struct lock_req_opts),
     .opts_default = &lock_req_opts_default,
-    .uses_redis = 1,
     .init = decr_init,
     .fini = decr_fini,
 };

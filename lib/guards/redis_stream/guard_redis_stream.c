@@ -508,11 +508,11 @@ static int sell_grouped(const struct deduct_env *env, const struct deduct_req *r
     return g.lost;
 }
 
-static int stream_deduct(const struct guard *self, const struct deduct_env *env,
-                         const struct deduct_req *req, struct deduct_res *res)
+static void stream_deduct(const struct guard *self, const struct deduct_env *env,
+                          const struct deduct_req *req, struct deduct_res *res)
 {
     if (!sell_grouped(env, req, res))
-        return 0;
+        return;
     /* Redis lost the stock: the reconciliation reads MySQL, with this
      * thread's own connection (the request path had none). */
     struct rrec k;
@@ -522,41 +522,39 @@ static int stream_deduct(const struct guard *self, const struct deduct_env *env,
     if (!e.db) {
         res->outcome = DEDUCT_UNAVAILABLE;
         snprintf(res->detail, sizeof(res->detail), "no MySQL settings to reconcile with");
-        return 0;
+        return;
     }
     if (rrec_recover(&k, &e, req->sku, fill_state, res) == 0)
-        return 0;
+        return;
     if (!sell(env, req, res))
-        return 0;
+        return;
     res->outcome = DEDUCT_UNAVAILABLE;
     snprintf(res->detail, sizeof(res->detail),
              "Redis lost the redis-stream stock of %.64s again; reconciling with MySQL",
              req->sku);
-    return 0;
 }
 
 /* A cart: refused options and repeats in the ledger first (scart_check),
  * then every line decided by one script call (stream_cart.c). A SKU whose
  * stock Redis lost is reconciled as a single sale's is, and the cart
  * asked once more. */
-static int stream_cart(const struct guard *self, const struct deduct_env *env,
-                       const struct cart *c, struct cart_res *res)
+static void stream_cart(const struct guard *self, const struct deduct_env *env,
+                        const struct cart *c, struct cart_res *res)
 {
     if (scart_check(env, c, res))
-        return 0;
+        return;
     for (int tries = 0; tries < 2; tries++) {
         char lost[STOCK_SKU_MAX + 1];
         if (!scart_sell(redis, conf.order_ttl_ms, env, c, res, lost))
-            return 0;
+            return;
         struct rrec k;
         rrec_keys(&k, lost);
         if (rrec_recover(&k, env, lost, fill_state, &res->base) == 0)
-            return 0;
+            return;
     }
     res->base.outcome = DEDUCT_UNAVAILABLE;
     snprintf(res->base.detail, sizeof(res->base.detail),
              "Redis lost the redis-stream stock of a SKU of the cart again; reconciling");
-    return 0;
 }
 
 static int stream_seed(const struct guard *self, const struct deduct_env *env, const char *sku,
@@ -664,32 +662,37 @@ static const struct guard_field stream_fields[] = {LOCK_FIELD_REPLICAS_ACK};
 /* Its description (GET /guards): stream_doc.c, beside it (this file is long). */
 extern const struct guard_doc stream_doc;
 
+/* Its side state in Redis (guard.h: struct guard_mirror). */
+static const struct guard_mirror mirror = {
+    .seed = stream_seed,
+    .release = stream_release,
+    .describe = stream_describe,
+    .side = stream_side,
+    .pending = stream_pending,
+    .queued = stream_queued,
+    .freeze = stream_freeze,
+};
+
 const struct guard guard_redis_stream = {
     .name = GUARD_NAME,
     .doc = &stream_doc,
     /* its sale is decided outside one MySQL transaction: refuses limited SKUs */
-    .no_purchase_limits = 1,
+    .flags = GUARD_NO_PURCHASE_LIMITS
+             | GUARD_SAFE_ACROSS_INSTANCES
+             | GUARD_USES_REDIS
+             | GUARD_NO_MYSQL_DEDUCT,
     .how = "one Lua script checks, decrements and appends the sale to a Redis stream; "
            "a flusher writes MySQL in batches",
     .expect = "correct (MySQL behind by the unflushed tail)",
-    .safe_across_instances = 1,
     .deduct = stream_deduct,
     .deduct_cart = stream_cart,
-    .seed = stream_seed,
-    .release = stream_release,
-    .describe = stream_describe,
+    .mirror = &mirror,
     .options = options,
     .noptions = sizeof(options) / sizeof(options[0]),
     .options_conf = &conf,
     .init = stream_init,
     .fini = stream_fini,
-    .uses_redis = 1,
     .export_metrics = stream_export_metrics,
-    .no_mysql_deduct = 1,
-    .pending = stream_pending,
-    .queued = stream_queued,
-    .side = stream_side,
-    .freeze = stream_freeze,
     .fields = stream_fields,
     .nfields = sizeof(stream_fields) / sizeof(stream_fields[0]),
     .opts_size = sizeof(struct lock_req_opts),
