@@ -9,6 +9,8 @@
 #   make compose-test  the lab under docker-compose on a real engine (root;
 #                   starts a private dockerd when none answers): every
 #                   guard, one fault per family, a single-node swarm
+#   make swarm-test a three-node swarm on this host (root; deploy/swarm/nodes),
+#                   sale bursts per guard, one worker node killed under load
 #   V=1             show full commands
 
 CC       ?= cc
@@ -77,7 +79,7 @@ UNITS  := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%,$(UNIT_SRC))
 ITESTS := $(patsubst tests/integration/%.c,$(BUILD)/tests/integration/%,$(IT_SRC))
 
 .SECONDARY:
-.PHONY: all test unit itest asan tsan demo bench clean stack-up stack-down fuzz fuzz-build fuzz-run compose-test soak
+.PHONY: all test unit itest asan tsan demo bench clean stack-up stack-down fuzz fuzz-build fuzz-run compose-test swarm-test soak
 all: $(BINS) $(TOOLS) $(UNITS) $(ITESTS)
 
 $(BUILD)/obj/%.o: %.c
@@ -175,6 +177,13 @@ bench: all
 # $(BUILD)/bin/loadgen on the host.
 compose-test: all
 	$(Q)LAB_BUILD=$(BUILD) bash tests/compose/run
+
+# tests/swarm/run: three dockerd in network namespaces joined into one swarm
+# (deploy/swarm/nodes), deploy/swarm/stack.yml across them, a sale burst per
+# guard (none oversells, conditional-update exact), a worker killed under
+# load (recovery time, sales go on, audit exact); all torn down on any exit.
+swarm-test: all
+	$(Q)LAB_BUILD=$(BUILD) bash tests/swarm/run
 
 # tests/soak/run: a private stack at half saturation for SOAK_SECONDS (600)
 # after a warm-up; service RSS, file descriptors and Redis keys flat, audit

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The image's entrypoint (POSIX sh: it runs under debian-slim's dash), the
 # compose check scripts, deploy/docker/offline-images with the stand-ins'
-# entrypoints and the compose test (tests/compose/run) are shellcheck-clean.
+# entrypoints, the compose test (tests/compose/run), deploy/swarm/nodes and
+# the swarm test (tests/swarm/run) are shellcheck-clean.
 # Exit 0 pass, 77 skip (no shellcheck), 1 fail.
 set -u
 cd "$(dirname "$0")/../.." || exit 1
@@ -16,7 +17,8 @@ head -1 "$entrypoint" | grep -qx '#!/bin/sh' \
 
 files=("$entrypoint")
 for f in tests/checks/test_compose_*.sh deploy/docker/offline-images \
-         deploy/docker/*/entrypoint.sh tests/compose/run; do
+         deploy/docker/*/entrypoint.sh tests/compose/run \
+         deploy/swarm/nodes tests/swarm/run; do
     [ -f "$f" ] && files+=("$f")
 done
 if ! out=$(shellcheck -x -f gcc "${files[@]}" 2>&1); then
