@@ -3,7 +3,7 @@
  * here beyond the store's reads. */
 #include "hold_routes.h"
 
-#include "inventory_routes.h"
+#include "inv_request.h"
 
 #include "base/db.h"
 #include "base/service.h"

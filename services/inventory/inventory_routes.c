@@ -11,6 +11,7 @@
 #include "stock/audit.h"
 #include "cluster_audit.h"
 #include "hold_routes.h"
+#include "inv_request.h"
 #include "stock/request.h"
 #include "stock/store.h"
 
@@ -18,67 +19,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void env_for(const struct inv_conf *c, struct deduct_env *env)
-{
-    memset(env, 0, sizeof(*env));
-    env->db = db_thread_conn(&c->db);
-    env->instance = c->instance;
-    env->max_retries = c->max_retries;
-    env->default_ttl_ms = c->lock_ttl_ms;
-    env->default_wait_ms = c->lock_wait_ms;
-}
-
-static int db_down(struct http_resp *resp, struct db_conn *db)
-{
-    snprintf(resp->retry_after, sizeof(resp->retry_after), "1");
-    http_error(resp, 503, "backend_unavailable", "MySQL unavailable: %s",
-               db ? db->errstr : "out of memory");
-    return 503;
-}
-
-/* The request's guard environment with a live MySQL connection; answers
- * 503 and returns -1 when MySQL cannot be reached. */
-static int env_ready(const struct inv_conf *c, struct deduct_env *env, struct http_resp *resp)
-{
-    env_for(c, env);
-    if (env->db && env->db->my)
-        return 0;
-    db_down(resp, env->db);
-    return -1;
-}
-
 static void store_failure(struct http_resp *resp, struct db_conn *db, int rc)
 {
     if (rc == DB_EUNAVAIL)
-        db_down(resp, db);
+        inv_db_down(resp, db);
     else
         http_error(resp, 500, "internal", "MySQL error: %s", db->errstr);
-}
-
-/* Guard choice: the body's "guard", else X-Guard, else the instance's. */
-static const struct guard *pick_guard(const struct inv_conf *c,
-                                      const struct http_req *req, const char *body_guard,
-                                      struct http_resp *resp)
-{
-    const char *name = body_guard && *body_guard ? body_guard : http_header(req, "X-Guard");
-    if (!name || !*name)
-        name = c->guard;
-    const struct guard *g = guard_find(name);
-    if (!g)
-        http_error(resp, 400, "bad_request", "unknown guard '%.40s'; known guards: %s",
-                   name, guard_names());
-    return g;
-}
-
-/* A failed outcome as the API's error body, from the outcome table;
- * `detail` NULL means the guard's r->detail. */
-static void answer_failure(const struct deduct_res *r, const char *detail,
-                           struct http_resp *resp)
-{
-    const struct deduct_outcome_info *info = deduct_outcome_info(r->outcome);
-    if (info->retry_after)
-        snprintf(resp->retry_after, sizeof(resp->retry_after), "1");
-    http_error(resp, info->http_status, info->error_code, "%s", detail ? detail : r->detail);
 }
 
 static void answer_deduct(const struct deduct_req *dr, const struct deduct_res *r,
@@ -115,7 +61,7 @@ static void answer_deduct(const struct deduct_req *dr, const struct deduct_res *
     } else if (r->outcome == DEDUCT_LOCK_TIMEOUT && !r->detail[0]) {
         detail = "lock wait timed out";
     }
-    answer_failure(r, detail, resp);
+    inv_answer_failure(r, detail, resp);
 }
 
 /* Room past lock_wait_ms + hold_ms for the MySQL round trips of a sale. */
@@ -163,7 +109,7 @@ static int env_for_guard(const struct inv_conf *c, const struct guard *g,
                          struct deduct_env *env, struct http_resp *resp)
 {
     if (!guard_has(g, GUARD_NO_MYSQL_DEDUCT))
-        return env_ready(c, env, resp);
+        return inv_env_ready(c, env, resp);
     memset(env, 0, sizeof(*env));
     env->instance = c->instance;
     env->max_retries = c->max_retries;
@@ -179,7 +125,7 @@ static void run_deduct(const struct inv_conf *c, struct route_call *call,
                        const struct http_req *req, struct deduct_req *dr,
                        const char *body_guard, json_t *body, struct http_resp *resp)
 {
-    const struct guard *g = pick_guard(c, req, body_guard, resp);
+    const struct guard *g = inv_pick_guard(c, req, body_guard, resp);
     if (!g)
         return;
     struct guard_opts opts;   /* dr->opts points here until the answer */
@@ -209,7 +155,7 @@ static void answer_cart(const struct cart *cart, const struct cart_res *r,
         return;
     }
     if (r->base.outcome != DEDUCT_OUT_OF_STOCK) {
-        answer_failure(&r->base, NULL, resp);
+        inv_answer_failure(&r->base, NULL, resp);
         return;
     }
     json_t *j = json_pack("{s:s,s:s,s:o}", "error", "out_of_stock", "detail",
@@ -224,7 +170,7 @@ static void run_cart(const struct inv_conf *c, struct route_call *call,
                      const struct http_req *req, struct cart *cart, const char *body_guard,
                      json_t *body, struct http_resp *resp)
 {
-    const struct guard *g = pick_guard(c, req, body_guard, resp);
+    const struct guard *g = inv_pick_guard(c, req, body_guard, resp);
     if (!g)
         return;
     struct guard_opts opts;
@@ -239,7 +185,7 @@ static void run_cart(const struct inv_conf *c, struct route_call *call,
     if (!cart->req.order_id[0])
         util_make_id(cart->req.order_id, sizeof(cart->req.order_id), c->instance);
     struct deduct_env env;
-    if (g->deduct_cart && env_ready(c, &env, resp) != 0)
+    if (g->deduct_cart && inv_env_ready(c, &env, resp) != 0)
         return;
     struct cart_res r;
     guard_deduct_cart(g, g->deduct_cart ? &env : NULL, cart, &r);
@@ -327,7 +273,7 @@ static void route_release(void *app, struct route_call *call, const struct http_
         return;
     }
     struct deduct_env env;
-    if (env_ready(c, &env, resp) != 0)
+    if (inv_env_ready(c, &env, resp) != 0)
         return;
     struct ledger_row rows[CART_LINES_MAX];
     struct deduct_res r;
@@ -347,7 +293,7 @@ static void route_release(void *app, struct route_call *call, const struct http_
                    "'%s'", order_id);
         return;
     default:
-        answer_failure(&r, NULL, resp);
+        inv_answer_failure(&r, NULL, resp);
     }
 }
 
@@ -368,11 +314,11 @@ static void route_seed(void *app, struct route_call *call, const struct http_req
         return;
     }
     struct deduct_env env;
-    if (env_ready(c, &env, resp) != 0)
+    if (inv_env_ready(c, &env, resp) != 0)
         return;
     struct deduct_res r;
     if (guard_seed_limit(&env, sku, stock, segments, limit, &r) != 0) {
-        answer_failure(&r, NULL, resp);
+        inv_answer_failure(&r, NULL, resp);
         return;
     }
     /* The version goes on counting across reseeds: report the real one. */
@@ -392,7 +338,7 @@ static void route_state(void *app, struct route_call *call, const struct http_re
     const struct inv_conf *c = app;
     const char *sku = call->param;
     struct deduct_env env;
-    if (env_ready(c, &env, resp) != 0)
+    if (inv_env_ready(c, &env, resp) != 0)
         return;
     struct db_conn *db = env.db;
     long long stock, version, initial;
@@ -523,7 +469,7 @@ static void route_audit(void *app, struct route_call *call, const struct http_re
     const struct inv_conf *c = app;
     const char *sku = call->param;
     struct deduct_env env;
-    if (env_ready(c, &env, resp) != 0)
+    if (inv_env_ready(c, &env, resp) != 0)
         return;
     struct db_conn *db = env.db;
     /* On a cluster the nodes are read first, once they converged: this
@@ -709,23 +655,6 @@ static const struct route inv_route_rows[] = {
     {"/inventory/{sku}",        ROUTE_PUT,  route_seed,    "sku",           0, ROUTE_WORKER, req_check_sku_n},
     {NULL, 0, NULL, NULL, 0, ROUTE_WORKER, NULL},
 };
-
-int inv_env_ready(const struct inv_conf *c, struct deduct_env *env, struct http_resp *resp)
-{
-    return env_ready(c, env, resp);
-}
-
-const struct guard *inv_pick_guard(const struct inv_conf *c, const struct http_req *req,
-                                   const char *body_guard, struct http_resp *resp)
-{
-    return pick_guard(c, req, body_guard, resp);
-}
-
-void inv_answer_failure(const struct deduct_res *r, const char *detail,
-                        struct http_resp *resp)
-{
-    answer_failure(r, detail, resp);
-}
 
 const struct route_table inv_routes = {"inventory", inv_route_rows, "guard"};
 

@@ -22,17 +22,4 @@ char *inv_guards_text(const struct inv_conf *c);
 /* Prepare the constant answers (GET /livez) once, before serving. */
 void inv_routes_init(const struct inv_conf *c);
 
-/* For the hold routes (hold_routes.c), as the sale's routes use them: the
- * request's guard environment with a live MySQL connection (-1 after a
- * 503), the guard the body, X-Guard or the instance names (NULL after a
- * 400), a failed outcome as the API's error body (detail NULL: r's). */
-struct deduct_env;
-struct deduct_res;
-struct guard;
-int inv_env_ready(const struct inv_conf *c, struct deduct_env *env, struct http_resp *resp);
-const struct guard *inv_pick_guard(const struct inv_conf *c, const struct http_req *req,
-                                   const char *body_guard, struct http_resp *resp);
-void inv_answer_failure(const struct deduct_res *r, const char *detail,
-                        struct http_resp *resp);
-
 #endif
