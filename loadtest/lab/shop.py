@@ -104,7 +104,7 @@ def finish(c, rows, audits, n, broke, why, dur):
     by_status, by_error = tally(rows)
     okn = by_status.get("200", 0) + by_status.get("201", 0)
     n.update({"verdict": "refused" if n.get("refused") else ("broke" if broke else "held"),
-              "why": "; ".join(why) or "held"})
+              "why": "; ".join(why) or n.get("why_refused") or "held"})
     c.update({"status": "ok", "shop": n, "measured": n["verdict"],
               "sold": sum(a["sold"] for a in audits), "oversold": sum(a["oversold"] for a in audits),
               "lost_updates": sum(a["lost_updates"] for a in audits), "consistent": not broke,
@@ -200,6 +200,8 @@ def run_limits(c, sc, stack, prefix, offered):
         n["refused"] = n["n400"] == len(rows) and a["sold"] == 0
         if not n["refused"]:
             why.append(f"a guard without limits sold {a['sold']} unit(s) of a limited SKU")
+        else:
+            n["why_refused"] = f"refused (not offered): {n['n400']} sales answered 400, nothing sold"
     if a.get("over_limit") or n["max_bought"] > n["limit"]:
         why.append(f"over_limit {a.get('over_limit')}: {a.get('over_limit_users')}")
     if not n["exact"] or not n["answers_match"] or not a["consistent"]:
@@ -225,37 +227,52 @@ def retry_buyer(order_url, b, prefix, c, sku, mode, tries):
     return out
 
 
+def settle(order_url, inv_url, skus, hold_ms):
+    """({sku: orders answer}, [audits]) once two reads in a row agree and
+    every SKU's orders' units equal its ledger's, SETTLE_S at most: the order
+    service finishes the sales the clients stopped waiting for."""
+    end, last = time.monotonic() + SETTLE_S, None
+    while True:
+        time.sleep(max(0.2, hold_ms / 1000.0))
+        orders = {}
+        for s in skus:
+            st, o = http_json("GET", f"{order_url}/orders?sku={s}")
+            orders[s] = o if st == 200 else {}
+        audits = [audit(inv_url, s) for s in skus]
+        agree = all(orders[a["sku"]].get("units") == a["sold"] for a in audits)
+        if (agree and orders == last) or time.monotonic() >= end:
+            return orders, audits
+        last = orders
+
+
 def run_retry(c, sc, stack, prefix, offered):
+    """Each buyer buys its own SKU (no row shared: the sales do not queue on
+    one another), so its orders and ledger units are counted per buyer."""
     stack.ensure_order()
     urls = stack.inventory
-    sku = f"{sc['sku_prefix']}-{prefix}-R"
-    seed(urls[0], sku, c["stock"])
+    buyers = c["requests"]
+    skus = [f"{sc['sku_prefix']}-{prefix}-R{b}" for b in range(buyers)]
+    for s in skus:
+        seed(urls[0], s, c["stock"])
     fields = dict(c["fields"])
     mode = fields.pop("retry", "plain")
-    buyers = c["requests"]
     t0 = time.monotonic()
     with concurrent.futures.ThreadPoolExecutor(max_workers=min(POOL, c["concurrency"])) as pool:
-        out = list(pool.map(lambda b: retry_buyer(stack.order, b, prefix, c, sku, mode, sc["retries"] + 1),
+        out = list(pool.map(lambda b: retry_buyer(stack.order, b, prefix, c, skus[b], mode, sc["retries"] + 1),
                             range(buyers)))
     dur = time.monotonic() - t0
-    end = time.monotonic() + SETTLE_S
-    orders = {}
-    while time.monotonic() < end:
-        # the order service finishes the sales the clients stopped waiting for
-        time.sleep(max(0.2, c["hold_ms"] / 1000.0))
-        st, o = http_json("GET", f"{stack.order}/orders?sku={sku}")
-        a = audit(urls[0], sku)
-        if st == 200 and o == orders and a.get("sold") == o.get("units"):
-            break
-        orders = o if st == 200 else {}
+    orders, audits = settle(stack.order, urls[0], skus, c["hold_ms"])
     rows = [r for b in out for r in b]
+    per = [orders[s].get("orders", -1) for s in skus]
     n = {"mode": mode, "buyers": buyers, "sends": len(rows),
          "timeouts": sum(1 for r in rows if r[0] == 0), "n201": sum(1 for r in rows if r[0] == 201),
-         "orders": orders.get("orders", -1), "units": orders.get("units", -1), "ledger": a["sold"],
-         "exact": a["oversold"] == 0 and a["lost_updates"] == 0}
+         "orders": sum(per), "twice": sum(1 for k in per if k > 1), "none": sum(1 for k in per if k < 1),
+         "ledger": sum(a["sold"] for a in audits),
+         "exact": all(a["oversold"] == 0 and a["lost_updates"] == 0 for a in audits)}
     why = []
-    if n["orders"] != buyers or n["ledger"] != buyers:
-        why.append(f"{buyers} buyers made {n['orders']} orders, {n['ledger']} ledger unit(s)")
+    if n["twice"] or n["none"] or n["ledger"] != buyers:
+        why.append(f"{buyers} buyers made {n['orders']} orders ({n['twice']} bought more than once, "
+                   f"{n['none']} not at all), {n['ledger']} ledger unit(s)")
     if not n["exact"]:
-        why.append(f"audit: {a.get('why')}")
-    finish(c, rows, [a], n, bool(why), why, dur)
+        why.append("audit: " + "; ".join(a["why"] for a in audits if a.get("why")))
+    finish(c, rows, audits, n, bool(why), why, dur)

@@ -92,10 +92,10 @@ variant           = no-key : guard=conditional-update retry=plain
 variant           = new-ids : guard=conditional-update retry=new-ids
 variant           = key : guard=conditional-update retry=key
 instances         = 2
-stock             = 100
+stock             = 5
 requests          = 12
 concurrency       = 12
-hold_ms           = 400
+hold_ms           = 300
 retries           = 2
 client_timeout_ms = 200
 CONF
@@ -103,8 +103,8 @@ run retry
 expect retry no-key broke
 expect retry new-ids broke
 expect retry key held
-[ "$(cell retry key | jq '.shop.orders == 12 and .shop.ledger == 12')" = true ] || fail "key: $(cell retry key | jq -c .shop)"
-[ "$(cell retry no-key | jq '.shop.orders > 12')" = true ] || fail "no-key: $(cell retry no-key | jq -c .shop)"
+[ "$(cell retry key | jq '.shop.orders == 12 and .shop.twice == 0 and .shop.none == 0 and .shop.ledger == 12')" = true ] || fail "key: $(cell retry key | jq -c .shop)"
+[ "$(cell retry no-key | jq '.shop.orders > 12 and .shop.twice > 0')" = true ] || fail "no-key: $(cell retry no-key | jq -c .shop)"
 grep -q '^## Client retries' "$tmp/retry/report.md" || fail "report.md has no retries table"
 if [ -d "$tmp/stack/pids" ] && [ -n "$(ls "$tmp/stack/pids")" ]; then
     fail "compare left processes: $(ls "$tmp/stack/pids")"

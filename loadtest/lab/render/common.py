@@ -191,12 +191,15 @@ SHOP_TABLES = {
         ("buyers", lambda n, c: n["buyers"]), ("client timeout ms", lambda n, c: c.get("client_timeout_ms", "-")),
         ("hold ms", lambda n, c: c["hold_ms"]), ("sends", lambda n, c: n["sends"]),
         ("timeouts", lambda n, c: n["timeouts"]), ("201", lambda n, c: n["n201"]),
-        ("orders", lambda n, c: n["orders"]), ("ledger units", lambda n, c: n["ledger"]),
+        ("orders", lambda n, c: n["orders"]), ("bought twice+", lambda n, c: n["twice"]),
+        ("bought none", lambda n, c: n["none"]), ("ledger units", lambda n, c: n["ledger"]),
         ("expected", lambda n, c: c.get("expected", "-")), ("measured", lambda n, c: n["verdict"])],
         "buyers through POST /orders, one unit each, the client giving up after its timeout and sending "
         "again (no-key: the same body; new-ids: a new order_id; key: one Idempotency-Key per buyer); "
-        "timeouts = sends the client gave up on; orders = GET /orders?sku= once the service finished; "
-        "ledger units from the audit. measured held = orders = ledger units = buyers."),
+        "each buyer on its own SKU (stock `stock`); timeouts = sends the client gave up on; orders = "
+        "GET /orders?sku= summed once the service finished; bought twice+ / none = buyers with more than "
+        "one / no order; ledger units from the audits. measured held = every buyer exactly one order and "
+        "ledger units = buyers."),
 }
 
 
