@@ -173,6 +173,10 @@ def measure(sc, stack, loadgen, out, repeat, log, fault_repeat=None, seed=1):
                 c.update({"status": "skipped", "reason": "guard takes no carts (GET /guards: carts false)"})
                 print(f"{tag}: skipped: {c['reason']}", flush=True)
                 continue
+            if (c.get("kind") in ("cart", "limits") and c["instances"] > 1
+                    and api.get(c["guard"], {}).get("safe_across_instances") is False):
+                c["expected"], c["expected_why"] = "broke", ("GET /guards: safe_across_instances false: "
+                                                             "its sales race on the stock over 2+ instances")
             if flag == "limits" and not api.get(c["guard"], {}).get("limits"):
                 c["expected"], c["expected_why"] = "refused", ("GET /guards: limits false: a limited SKU's "
                                                                "sale is a 400 under this guard (not offered)")
