@@ -14,6 +14,7 @@ import time
 from . import ROOT
 from .cell import run_cell
 from .holds import run_holds_cell
+from .shop import run_shop_cell
 from .drivers import CellSkip, LocalStack
 from .faults import FaultRunner
 from . import guardinfo
@@ -25,7 +26,11 @@ from .verdicts import aggregate_runs, matrix_of, measured_text, recover_text, ve
 
 SCENARIO_KEYS = ("name", "description", "guards", "instances", "path", "stock", "requests",
                  "concurrency", "threads", "hold_ms", "rate", "timeout", "fields", "variants", "fault",
-                 "kind", "ttl_ms", "pay_pct", "late_pct")
+                 "kind", "ttl_ms", "pay_pct", "late_pct", "limit_per_user", "users", "retries",
+                 "client_timeout_ms")
+SHOP_KINDS = ("cart", "limits", "retry")
+# the GET /guards flag a shop kind needs (none: every guard runs it)
+SHOP_FLAG = {"cart": "carts", "limits": "limits"}
 
 
 class StackDown(Exception):
@@ -38,12 +43,15 @@ def cell_tag(c, n):
     if c.get("kind") == "holds":
         return (f"[{c['cell']}/{n}] holds {c['label']} x{c['instances']} stock {c['stock']} "
                 f"buyers {c['requests']} ttl {c['ttl_ms']} ms")
+    if c.get("kind") in SHOP_KINDS:
+        return (f"[{c['cell']}/{n}] {c['kind']} {c['label']} x{c['instances']} stock {c['stock']} "
+                f"req {c['requests']} hold {c['hold_ms']}")
     return (f"[{c['cell']}/{n}] {c['label']} x{c['instances']} {c['path']} "
             f"stock {c['stock']} req {c['requests']} conn {c['concurrency']} hold {c['hold_ms']}"
             f"{' rate ' + str(c['rate']) if c['rate'] else ''}")
 
 
-def run_one(c, sc, stack, faults, run_id, loadgen, out, log):
+def run_one(c, sc, stack, faults, run_id, loadgen, out, log, api=None):
     """One run of one cell, in place: status ok | skipped | error."""
     try:
         if c.get("fault") in HOLD_FAULTS:
@@ -59,6 +67,10 @@ def run_one(c, sc, stack, faults, run_id, loadgen, out, log):
         stack.up(c["instances"])
         if c.get("kind") == "holds":
             run_holds_cell(c, sc, stack, run_id, out, log)
+            return
+        if c.get("kind") in SHOP_KINDS:
+            flag = SHOP_FLAG.get(c["kind"])
+            run_shop_cell(c, sc, stack, run_id, bool((api or {}).get(c["guard"], {}).get(flag, True)))
             return
         if c["path"] == "order":
             stack.ensure_order()
@@ -78,6 +90,8 @@ def run_line(c):
     if c.get("fault"):
         return (f"expected {c['expected']}, measured {c['measured']} ({measured_text(c)}); "
                 f"recover {recover_text(c)}")
+    if c.get("shop"):
+        return f"expected {c['expected']}, measured {c['measured']} ({c['shop']['why']})"
     if c.get("holds"):
         n = c["holds"]
         return (f"expected {c['expected']}, measured {n['verdict']} ({verdict(c)}); held {n['held']}, "
@@ -154,13 +168,25 @@ def measure(sc, stack, loadgen, out, repeat, log, fault_repeat=None, seed=1):
                 c.update({"status": "skipped", "reason": "guard does not reserve (GET /guards: holds false)"})
                 print(f"{tag}: skipped: {c['reason']}", flush=True)
                 continue
+            flag = SHOP_FLAG.get(c.get("kind"))
+            if flag == "carts" and not api.get(c["guard"], {}).get("carts"):
+                c.update({"status": "skipped", "reason": "guard takes no carts (GET /guards: carts false)"})
+                print(f"{tag}: skipped: {c['reason']}", flush=True)
+                continue
+            if (c.get("kind") in ("cart", "limits") and c["instances"] > 1
+                    and api.get(c["guard"], {}).get("safe_across_instances") is False):
+                c["expected"], c["expected_why"] = "broke", ("GET /guards: safe_across_instances false: "
+                                                             "its sales race on the stock over 2+ instances")
+            if flag == "limits" and not api.get(c["guard"], {}).get("limits"):
+                c["expected"], c["expected_why"] = "refused", ("GET /guards: limits false: a limited SKU's "
+                                                               "sale is a 400 under this guard (not offered)")
             runs = []
             n = (fault_repeat or repeat) if c.get("fault") else repeat
             for r in range(1, n + 1):
                 one = copy.deepcopy(c)
                 one["run"] = r
                 one["seed"] = cell_seed(seed, r)
-                run_one(one, sc, stack, faults, run_id, loadgen, out, log)
+                run_one(one, sc, stack, faults, run_id, loadgen, out, log, api)
                 runs.append(one)
                 rtag = f"{tag} run {r}/{n}" if n > 1 else tag
                 print(f"{rtag}: {run_line(one)}", flush=True)

@@ -24,9 +24,15 @@ LIST_INT_KEYS = {
 }
 SCALAR_INT_KEYS = {"threads": (1, 256), "timeout": (1, 3600),
                    # kind = holds (lab.holds): the hold's ttl, and who pays when
-                   "ttl_ms": (100, 60_000), "pay_pct": (0, 100), "late_pct": (0, 100)}
+                   "ttl_ms": (100, 60_000), "pay_pct": (0, 100), "late_pct": (0, 100),
+                   # kind = limits / retry (lab.shop)
+                   "limit_per_user": (1, 1000), "users": (1, 100),
+                   "retries": (0, 5), "client_timeout_ms": (50, 10_000)}
 TEXT_KEYS = {"name", "description", "sku_prefix", "mysql", "kind"}
-KINDS = ("load", "holds")
+KINDS = ("load", "holds", "cart", "limits", "retry")
+SHOP_KINDS = ("cart", "limits", "retry")
+SHOP_KEYS = {"limit_per_user": "limits", "users": "limits", "retries": "retry",
+             "client_timeout_ms": "retry"}
 # Body fields whose value makes a holds cell the broken pattern.
 HOLDS_BROKEN = {"confirm_check": "none"}
 MYSQL_MODES = ("single", "galera3")
@@ -43,6 +49,7 @@ DEFAULTS = {
     "concurrency": [32], "hold_ms": [0], "rate": [0], "threads": 2, "timeout": 10,
     "sku_prefix": "CMP", "mysql": "single",
     "kind": "load", "ttl_ms": 1500, "pay_pct": 70, "late_pct": 10,
+    "limit_per_user": 2, "users": 4, "retries": 2, "client_timeout_ms": 200,
 }
 
 
@@ -206,6 +213,7 @@ def parse_scenario(path):
         last = len(lines) - (1 if lines and lines[-1] == "" else 0)
         raise ScenarioError(f"{path}:{max(last, 1)}: no 'guards' and no 'variant' lines: nothing to run")
     check_holds(sc, seen, path)
+    check_shop(sc, seen, path)
     for k, v in DEFAULTS.items():
         sc.setdefault(k, v)
     sc.setdefault("guards", [])
@@ -231,6 +239,40 @@ def check_holds(sc, seen, path):
     if sc.get("pay_pct", 70) + sc.get("late_pct", 10) > 100:
         raise ScenarioError(f"{path}:{seen.get('late_pct', seen.get('pay_pct'))}: "
                             "pay_pct + late_pct must be at most 100")
+
+
+def check_shop(sc, seen, path):
+    """kind = cart | limits | retry: their keys belong to them; one MySQL, no faults."""
+    for k, kind in SHOP_KEYS.items():
+        if k in sc and sc.get("kind") != kind:
+            raise ScenarioError(f"{path}:{seen[k]}: '{k}' belongs to kind = {kind}")
+    if sc.get("kind") not in SHOP_KINDS:
+        return
+    for k in ("fault", "path", "rate", "mysql"):
+        if k in seen:
+            raise ScenarioError(f"{path}:{seen[k]}: '{k}' is not a {sc['kind']} scenario's key")
+
+
+def shop_expect(kind, fields):
+    """(expected verdict, why) of a cart | limits | retry cell."""
+    if kind == "cart" and fields.get("line_check") == "per-line":
+        return "broke", ("line_check:per-line checks each line against one stock read: a cart with one "
+                         "SKU on two lines sells past zero")
+    if kind == "cart":
+        why = ("lock_order:as-given locks in the body's order: crossed carts deadlock or time out, "
+               "each such cart sells nothing (counted, not a broken invariant)"
+               if fields.get("lock_order") == "as-given" else
+               "a cart's lines are summed per SKU and its rows locked in sorted order in one transaction")
+        return "held", why
+    if kind == "limits" and fields.get("limit_check") == "separate":
+        return "broke", ("limit_check:separate reads the count apart from the sale's transaction: one "
+                         "user racing over two instances passes the check several times")
+    if kind == "limits":
+        return "held", "the buyer's count moves by a conditional UPDATE inside the sale's transaction"
+    if fields.get("retry", "plain") in ("plain", "new-ids"):
+        return "broke", ("a client that times out and sends again without a key is a second order "
+                         "(a generated or new order_id): the buyer pays twice")
+    return "held", "every send of a buyer carries its Idempotency-Key: a repeat is the same order"
 
 
 def holds_expect(fields):
@@ -312,6 +354,10 @@ def expand_cells(sc, available):
                 c.update({"kind": "holds", "ttl_ms": sc["ttl_ms"], "pay_pct": sc["pay_pct"],
                           "late_pct": sc["late_pct"]})
                 c["expected"], c["expected_why"] = holds_expect(fields)
+            elif sc.get("kind") in SHOP_KINDS:
+                c["kind"] = sc["kind"]
+                c["client_timeout_ms"] = sc["client_timeout_ms"]
+                c["expected"], c["expected_why"] = shop_expect(sc["kind"], fields)
             cells.append(c)
     for i, c in enumerate(cells, 1):
         c["cell"] = i

@@ -19,6 +19,8 @@ def verdict(c):
     rp = c.get("repeat") or {}
     if c.get("holds") and rp.get("n", 1) <= 1:
         return holds_text(c)
+    if c.get("shop") and rp.get("n", 1) <= 1:
+        return c["shop"]["why"]    # lab.shop says what it measured
     if rp.get("n", 1) > 1:
         return repeat_verdict(c, rp)
     parts = []

@@ -28,6 +28,10 @@ BAD = [
     ("holds-with-path", "kind = holds\nguards = none\npath = order\n", 3, "not a holds scenario's key"),
     ("holds-pct", "kind = holds\nguards = none\npay_pct = 95\nlate_pct = 10\n", 4,
      "pay_pct + late_pct must be at most 100"),
+    ("retries-without-retry", "guards = none\nretries = 2\n", 2, "'retries' belongs to kind = retry"),
+    ("users-in-cart", "kind = cart\nguards = none\nusers = 3\n", 3, "'users' belongs to kind = limits"),
+    ("cart-with-fault", "kind = cart\nguards = none\nfault = crash\n", 3, "not a cart scenario's key"),
+    ("limit-range", "kind = limits\nguards = none\nlimit_per_user = 0\n", 3, "limit_per_user must be 1..1000"),
     ("holds-ttl-range", "kind = holds\nguards = none\nttl_ms = 50\n", 3, "ttl_ms must be 100..60000"),
 ]
 
@@ -77,6 +81,29 @@ class ScenarioTest(unittest.TestCase):
                           ("redis-lock", "holds", 900, 70, 10, "held"),
                           ("cn", "holds", 900, 70, 10, "broke")])
         self.assertEqual(cells[2]["fields"], {"confirm_check": "none"})
+
+    def test_shop_cells_carry_their_expectation(self):
+        cases = [("cart", "variant = pl : guard=for-update line_check=per-line\n"
+                          "variant = ag : guard=for-update lock_order=as-given\n",
+                  [("for-update", "held"), ("pl", "broke"), ("ag", "held")]),
+                 ("limits", "variant = sep : guard=for-update limit_check=separate\n",
+                  [("for-update", "held"), ("sep", "broke")]),
+                 ("retry", "variant = nk : guard=for-update retry=plain\n"
+                           "variant = ni : guard=for-update retry=new-ids\n"
+                           "variant = k : guard=for-update retry=key\n",
+                  [("for-update", "broke"), ("nk", "broke"), ("ni", "broke"), ("k", "held")])]
+        for kind, variants, want in cases:
+            with self.subTest(kind):
+                p = self.write(kind, f"kind = {kind}\nguards = for-update\n" + variants)
+                cells = expand_cells(parse_scenario(p), ["for-update"])
+                self.assertEqual([(c["label"], c["expected"]) for c in cells], want)
+                self.assertTrue(all(c["kind"] == kind for c in cells))
+
+    def test_shipped_shop_files_parse(self):
+        for name in ("cart", "limits", "retry"):
+            with self.subTest(name):
+                sc = parse_scenario(resolve_scenario(name))
+                self.assertEqual(sc["kind"], name)
 
     def test_holds_faults_file_expands_the_hold_faults(self):
         cells = expand_cells(parse_scenario(resolve_scenario("holds-faults")), None)

@@ -147,3 +147,64 @@ def holds_rows(cells):
     """[(cell, [values])] of the holds cells that ran."""
     return [(c, [str(f(c["holds"], c)) for _, f in HOLDS_COLS])
             for c in cells if c.get("status") == "ok" and c.get("holds")]
+
+
+def _yn(b):
+    return "yes" if b else "no"
+
+
+# kind: (title, [(header, function of the cell's "shop" block and the cell)], note)
+SHOP_TABLES = {
+    "cart": ("Carts", [
+        ("guard", lambda n, c: c["label"]), ("inst", lambda n, c: c["instances"]),
+        ("stock/SKU", lambda n, c: c["stock"]), ("carts", lambda n, c: n["carts"]),
+        ("hold ms", lambda n, c: c["hold_ms"]), ("200", lambda n, c: n["ok"]),
+        ("409", lambda n, c: n["n409"]), ("503", lambda n, c: n["n503"]),
+        ("deadlocks", lambda n, c: n["deadlocks"]), ("lock wait timeouts", lambda n, c: n["lock_wait_timeouts"]),
+        ("lock timeouts", lambda n, c: n["lock_timeouts"]), ("sold", lambda n, c: c["sold"]),
+        ("oversold", lambda n, c: c["oversold"]), ("lost", lambda n, c: c["lost_updates"]),
+        ("exact", lambda n, c: _yn(n["exact"])), ("answers = ledger", lambda n, c: _yn(n["answers_match"])),
+        ("expected", lambda n, c: c.get("expected", "-")), ("measured", lambda n, c: n["verdict"])],
+        "carts of 2-3 SKUs (A, B, C), crossed and with one SKU on two lines, round-robin over the "
+        "instances; 200 / 409 / 503 = the answers; deadlocks and lock wait timeouts from "
+        "lab_cart_conflicts_total, lock timeouts from lab_lock_timeouts_total (this cell's increase, "
+        "every instance); sold, oversold, lost summed over the SKUs' audits; exact = every SKU oversold 0, "
+        "lost_updates 0, stock >= 0; answers = ledger: the 200 carts' units equal the ledger's per SKU. "
+        "measured held = exact and answers = ledger: a cart lost to a deadlock sold nothing, it is "
+        "counted, not a broken invariant."),
+    "limits": ("Purchase limits", [
+        ("guard", lambda n, c: c["label"]), ("inst", lambda n, c: c["instances"]),
+        ("stock", lambda n, c: c["stock"]), ("users", lambda n, c: n["users"]),
+        ("tries/user", lambda n, c: n["per_user"]), ("limit", lambda n, c: n["limit"]),
+        ("hold ms", lambda n, c: c["hold_ms"]), ("200", lambda n, c: n["ok"]),
+        ("409 limit", lambda n, c: n["limit_exceeded"]), ("400", lambda n, c: n["n400"]),
+        ("max/user", lambda n, c: n["max_bought"]), ("over_limit", lambda n, c: n["over_limit"]),
+        ("sold", lambda n, c: c["sold"]), ("exact", lambda n, c: _yn(n["exact"])),
+        ("expected", lambda n, c: c.get("expected", "-")),
+        ("measured", lambda n, c: "refused (not offered)" if n["verdict"] == "refused" else n["verdict"])],
+        "users race their one-unit purchases of a SKU with limit_per_user over the instances; "
+        "max/user = the most 200 answers one user got; over_limit from the audit; refused (not offered) = "
+        "a guard with GET /guards limits false answered every sale 400 and sold nothing. measured held = "
+        "over_limit 0, max/user <= limit, stock exact, 200 answers = ledger."),
+    "retry": ("Client retries", [
+        ("cell", lambda n, c: c["label"]), ("guard", lambda n, c: c["guard"]),
+        ("buyers", lambda n, c: n["buyers"]), ("client timeout ms", lambda n, c: c.get("client_timeout_ms", "-")),
+        ("hold ms", lambda n, c: c["hold_ms"]), ("sends", lambda n, c: n["sends"]),
+        ("timeouts", lambda n, c: n["timeouts"]), ("201", lambda n, c: n["n201"]),
+        ("orders", lambda n, c: n["orders"]), ("bought twice+", lambda n, c: n["twice"]),
+        ("bought none", lambda n, c: n["none"]), ("ledger units", lambda n, c: n["ledger"]),
+        ("expected", lambda n, c: c.get("expected", "-")), ("measured", lambda n, c: n["verdict"])],
+        "buyers through POST /orders, one unit each, the client giving up after its timeout and sending "
+        "again (no-key: the same body; new-ids: a new order_id; key: one Idempotency-Key per buyer); "
+        "each buyer on its own SKU (stock `stock`); timeouts = sends the client gave up on; orders = "
+        "GET /orders?sku= summed once the service finished; bought twice+ / none = buyers with more than "
+        "one / no order; ledger units from the audits. measured held = every buyer exactly one order and "
+        "ledger units = buyers."),
+}
+
+
+def shop_rows(cells, kind):
+    """[(cell, [values])] of the cells of one shop kind that ran."""
+    cols = SHOP_TABLES[kind][1]
+    return [(c, [str(f(c["shop"], c)) for _, f in cols])
+            for c in cells if c.get("status") == "ok" and c.get("shop") and c.get("kind") == kind]

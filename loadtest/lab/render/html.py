@@ -4,7 +4,7 @@ no JavaScript)."""
 import json
 
 from ..verdicts import recover_text, verdict, verdict_class
-from .common import E, HOLDS_COLS, HOLDS_NOTE, holds_rows, table_rows, verdict_grid
+from .common import E, HOLDS_COLS, HOLDS_NOTE, SHOP_TABLES, holds_rows, shop_rows, table_rows, verdict_grid
 from .charts import charts_html
 from .cluster import cluster_html
 from .history import checker_html, load_checker_sections, valid_class, valid_text
@@ -72,6 +72,7 @@ def render_html(res):
         o += cluster_html(res)
     o += render_faults_html(cells, E)
     o += render_holds_html(cells)
+    o += render_shop_html(cells)
     lc = load_cells(cells)
     if lc:
         o += load_sections(lc, res)
@@ -152,6 +153,28 @@ def render_holds_html(cells):
                  f"{E(c.get('expected_why', ''))}"
                  + (f"; the audit: {E(c['audit_why'])}" if c.get("audit_why") else "") + "</li>")
     o.append("</ul>")
+    return o
+
+
+def render_shop_html(cells):
+    """One table per shop kind (cart, limits, retry) that ran."""
+    o = []
+    for kind, (title, cols, note) in SHOP_TABLES.items():
+        rows = shop_rows(cells, kind)
+        if not rows:
+            continue
+        o.append(f'<h2>{E(title)}</h2><div class="wide"><table class="shop-{kind}"><tr>'
+                 + "".join(f'<th class="{"l" if i == 0 else ""}">{E(h)}</th>' for i, (h, _) in enumerate(cols))
+                 + "</tr>")
+        for c, r in rows:
+            tds = [f'<td class="l"><code>{E(r[0])}</code></td>'] + [f"<td>{E(x)}</td>" for x in r[1:-1]]
+            cl = "good" if r[-1].startswith(r[-2]) else "bad"
+            o.append(f'<tr id="{kind}-{c["cell"]}">' + "".join(tds) + f'<td class="{cl}">{E(r[-1])}</td></tr>')
+        o.append(f'</table></div><p class="meta">{E(note)}</p><ul>')
+        for c, _ in rows:
+            o.append(f"<li><code>{E(c['label'])}</code>: expected {E(c.get('expected', ''))}: "
+                     f"{E(c.get('expected_why', ''))}; measured: {E(c['shop']['why'])}</li>")
+        o.append("</ul>")
     return o
 
 

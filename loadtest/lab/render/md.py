@@ -3,7 +3,7 @@
 import json
 
 from ..verdicts import verdict
-from .common import HOLDS_COLS, HOLDS_NOTE, holds_rows, md_escape, table_rows, verdict_grid
+from .common import HOLDS_COLS, HOLDS_NOTE, SHOP_TABLES, holds_rows, shop_rows, md_escape, table_rows, verdict_grid
 from .matrix import md_guard_sections, md_matrix
 from .text import fault_rows, FAULT_COLS
 
@@ -26,6 +26,7 @@ def render_md(res):
         o += ["## On a cluster (MariaDB Galera, 3 nodes)", ""] + cluster_table(res) + [""]
     o += render_faults_md(cells, md_escape)
     o += render_holds_md(cells)
+    o += render_shop_md(cells)
     rows, cols, grid = verdict_grid([c for c in cells if not c.get("fault")] or cells)
     o += ["## Verdict", "", "| guard | " + " | ".join(md_escape(c) for c in cols) + " |",
           "|---|" + "---|" * len(cols)]
@@ -115,6 +116,26 @@ def render_holds_md(cells):
             why += f"; the audit: {md_escape(c['audit_why'])}"
         o.append(f"- {why}")
     o.append("")
+    return o
+
+
+def render_shop_md(cells):
+    """One table per shop kind (cart, limits, retry) that ran."""
+    o = []
+    for kind, (title, cols, note) in SHOP_TABLES.items():
+        rows = shop_rows(cells, kind)
+        if not rows:
+            continue
+        o += [f"## {title}", "", "| " + " | ".join(h for h, _ in cols) + " |", "|" + "---|" * len(cols)]
+        for c, r in rows:
+            if not r[-1].startswith(r[-2]):
+                r = r[:-1] + [f"**{r[-1]}**"]
+            o.append("| " + " | ".join(md_escape(x) for x in r) + " |")
+        o += ["", md_escape(note), ""]
+        for c, _ in rows:
+            o.append(f"- `{md_escape(c['label'])}`: expected {c.get('expected')}: "
+                     f"{md_escape(c.get('expected_why', ''))}; measured: {md_escape(c['shop']['why'])}")
+        o.append("")
     return o
 
 
