@@ -67,9 +67,9 @@ void audit_why(const struct audit *a, char *buf, size_t len)
         if (a->side[i].drift == 0)
             continue;
         snprintf(c, sizeof(c), "%s drift %+lld: Redis %lld, MySQL %lld - %lld pending - "
-                 "%lld in flight%s", a->side[i].guard, a->side[i].drift,
+                 "%lld in flight - %lld held%s", a->side[i].guard, a->side[i].drift,
                  a->side[i].redis_stock, a->stock, a->side[i].pending_units,
-                 a->side[i].in_flight_units,
+                 a->side[i].in_flight_units, a->side[i].held,
                  a->side[i].stale_intents ? " (stale intents it could not settle are not "
                                             "in flight)" : "");
         add_clause(buf, len, &used, c);

@@ -24,6 +24,7 @@
 #include "guards/redis_stream/stream_flusher.h"
 #include "guards/redis_stream/stream_limit.h"
 #include "guards/redis_stream/stream_scripts.h"
+#include "guards/redis_stream/stream_holds.h"
 #include "guards/redis_stream/stream_side.h"
 
 #include <stdatomic.h>
@@ -578,7 +579,51 @@ static int stream_seed(const struct guard *self, const struct deduct_env *env, c
                  : "unexpected reply from the seed script", busy);
         return -1;
     }
+    /* the new stock stands alone: the SKU's old holds go (as in MySQL) */
+    if (shold_clear(redis, sku, res->detail, sizeof(res->detail)) != 0)
+        return -1;
     return slimit_seed(redis, env, sku, res);
+}
+
+/* Holds of its own (stream_holds.h). A purchase limit is enforced by the
+ * sale script from the per-user counts MySQL writes behind; a hold would
+ * have to count against it before that (in Redis, per user, given back by
+ * the sweeper): not done, so a limited SKU is refused, never held around
+ * its limit. A cart would need every line in one script: not done. */
+static int stream_hold_reserve(const struct guard *self, const struct deduct_env *env,
+                               const struct hold_reserve_req *r, struct hold_answer *a)
+{
+    (void)self;
+    (void)env;
+    if (r->nlines != 1) {
+        a->res.outcome = DEDUCT_BAD_REQUEST;
+        snprintf(a->res.detail, sizeof(a->res.detail),
+                 "redis-stream holds one SKU per order: a cart (\"lines\") is not reserved; "
+                 "nothing was held");
+        return -1;
+    }
+    return shold_reserve(redis, r, a);
+}
+
+static int stream_hold_confirm(const struct guard *self, const struct deduct_env *env,
+                               const char *order_id, struct hold_answer *a)
+{
+    (void)self;
+    return shold_confirm(redis, order_id, env->instance, conf.order_ttl_ms, a);
+}
+
+static int stream_hold_release(const struct guard *self, const struct deduct_env *env,
+                               const char *order_id, struct hold_answer *a)
+{
+    (void)self;
+    (void)env;
+    return shold_release(redis, order_id, conf.order_ttl_ms, a);
+}
+
+static int stream_hold_sweep(const struct guard *self, int max)
+{
+    (void)self;
+    return redis ? shold_sweep(redis, max, conf.order_ttl_ms) : -1;
 }
 
 /* MySQL has the units back already (the ledger row was flushed). */
@@ -664,6 +709,10 @@ extern const struct guard_doc stream_doc;
 
 /* Its side state in Redis (guard.h: struct guard_mirror). */
 static const struct guard_mirror mirror = {
+    .hold_reserve = stream_hold_reserve,
+    .hold_confirm = stream_hold_confirm,
+    .hold_release = stream_hold_release,
+    .hold_sweep = stream_hold_sweep,
     .seed = stream_seed,
     .release = stream_release,
     .describe = stream_describe,
