@@ -137,7 +137,7 @@ static void test_happy_path(void **state)
     assert_true(flag(&r, "duplicate"));
     it_resp_free(&r);
     assert_exact("Hs-happy", 8, 2, 0);
-    assert_int_equal(it_sql_value("SELECT COUNT(*) FROM db_shopping.stock_ledger WHERE "
+    assert_int_equal(it_sql_value("SELECT COUNT(*) FROM db_shopping.ledger WHERE "
                                   "order_id='Hs-happy-1'"), 1);
 
     assert_int_equal(reserve(0, "Hs-happy-2", "Hs-happy", 3, 60000), 200);
