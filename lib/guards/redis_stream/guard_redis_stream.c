@@ -208,16 +208,6 @@ static long ack_wait_ms(const struct deduct_req *req)
     return left < REDIS_REPLICAS_ACK_MAX_MS ? (left > 1 ? left : 1) : REDIS_REPLICAS_ACK_MAX_MS;
 }
 
-/* replicas_ack met: flushers may write the entry now (best effort: else
- * they do once its wait has run out). */
-static void confirm_sale(const char *id)
-{
-    char err[128];
-    const char *argv[3] = {"ZREM", KEYS_SALES_UNACKED, id};
-    redisReply *r = rconn_cmd_argv(redis->pool, err, sizeof(err), 3, argv);
-    freeReplyObject(r);
-}
-
 /* replicas_ack not met for the sale `id`: take it back unless its wait
  * had run out. Always answers 503: "undone, nothing sold" when the undo
  * took it back, "may stand" when it could not (never "sold": the sale
@@ -289,7 +279,7 @@ static int sell(const struct deduct_env *env, const struct deduct_req *req,
         if (acked < acks_of(req))
             undo_sale(req, r->element[1]->str, acked, res);
         else
-            confirm_sale(r->element[1]->str);
+            sside_confirm_sale(redis, r->element[1]->str);
     }
     freeReplyObject(r);
     return lost;
@@ -579,51 +569,9 @@ static int stream_seed(const struct guard *self, const struct deduct_env *env, c
                  : "unexpected reply from the seed script", busy);
         return -1;
     }
-    /* the new stock stands alone: the SKU's old holds go (as in MySQL) */
-    if (shold_clear(redis, sku, res->detail, sizeof(res->detail)) != 0)
-        return -1;
-    return slimit_seed(redis, env, sku, res);
-}
-
-/* Holds of its own (stream_holds.h). A purchase limit is enforced by the
- * sale script from the per-user counts MySQL writes behind; a hold would
- * have to count against it before that (in Redis, per user, given back by
- * the sweeper): not done, so a limited SKU is refused, never held around
- * its limit. A cart would need every line in one script: not done. */
-static int stream_hold_reserve(const struct guard *self, const struct deduct_env *env,
-                               const struct hold_reserve_req *r, struct hold_answer *a)
-{
-    (void)self;
-    (void)env;
-    if (r->nlines != 1) {
-        a->res.outcome = DEDUCT_BAD_REQUEST;
-        snprintf(a->res.detail, sizeof(a->res.detail),
-                 "redis-stream holds one SKU per order: a cart (\"lines\") is not reserved; "
-                 "nothing was held");
-        return -1;
-    }
-    return shold_reserve(redis, r, a);
-}
-
-static int stream_hold_confirm(const struct guard *self, const struct deduct_env *env,
-                               const char *order_id, struct hold_answer *a)
-{
-    (void)self;
-    return shold_confirm(redis, order_id, env->instance, conf.order_ttl_ms, a);
-}
-
-static int stream_hold_release(const struct guard *self, const struct deduct_env *env,
-                               const char *order_id, struct hold_answer *a)
-{
-    (void)self;
-    (void)env;
-    return shold_release(redis, order_id, conf.order_ttl_ms, a);
-}
-
-static int stream_hold_sweep(const struct guard *self, int max)
-{
-    (void)self;
-    return redis ? shold_sweep(redis, max, conf.order_ttl_ms) : -1;
+    /* the SKU's old holds go with its old stock (as in MySQL) */
+    return shold_clear(redis, sku, res->detail, sizeof(res->detail)) != 0
+               ? -1 : slimit_seed(redis, env, sku, res);
 }
 
 /* MySQL has the units back already (the ledger row was flushed). */
@@ -669,6 +617,7 @@ static int stream_init(const struct guard *self, const struct guard_backends *b,
 {
     redis = b->redis;
     db_conf = b->db;
+    shold_bind(redis, conf.order_ttl_ms);
     /* Warm start: the request path's scripts compiled in Redis before
      * /healthz says ready. */
     redis_shared_preload(redis, &stream_group_script);
@@ -688,6 +637,7 @@ static int stream_init(const struct guard *self, const struct guard_backends *b,
 static void stream_fini(const struct guard *self)
 {
     sflush_stop();
+    shold_bind(NULL, 0);
     redis = NULL;
 }
 
@@ -709,10 +659,10 @@ extern const struct guard_doc stream_doc;
 
 /* Its side state in Redis (guard.h: struct guard_mirror). */
 static const struct guard_mirror mirror = {
-    .hold_reserve = stream_hold_reserve,
-    .hold_confirm = stream_hold_confirm,
-    .hold_release = stream_hold_release,
-    .hold_sweep = stream_hold_sweep,
+    .hold_reserve = shold_hook_reserve,
+    .hold_confirm = shold_hook_confirm,
+    .hold_release = shold_hook_release,
+    .hold_sweep = shold_hook_sweep,
     .seed = stream_seed,
     .release = stream_release,
     .describe = stream_describe,

@@ -283,3 +283,54 @@ int shold_clear(struct redis_shared *rs, const char *sku, char *err, size_t errl
     freeReplyObject(rep);
     return 0;
 }
+
+/* The guard's Redis and its order memory's ttl (stream_init binds them). */
+static struct redis_shared *bound;
+static long bound_ttl_ms;
+
+void shold_bind(struct redis_shared *rs, long order_ttl_ms)
+{
+    bound = rs;
+    bound_ttl_ms = order_ttl_ms;
+}
+
+/* Holds of its own (stream_holds.h). A purchase limit is enforced by the
+ * sale script from the per-user counts MySQL writes behind; a hold would
+ * have to count against it before that (in Redis, per user, given back by
+ * the sweeper): not done, so a limited SKU is refused, never held around
+ * its limit. A cart would need every line in one script: not done. */
+int shold_hook_reserve(const struct guard *self, const struct deduct_env *env,
+                       const struct hold_reserve_req *r, struct hold_answer *a)
+{
+    (void)self;
+    (void)env;
+    if (r->nlines != 1) {
+        a->res.outcome = DEDUCT_BAD_REQUEST;
+        snprintf(a->res.detail, sizeof(a->res.detail),
+                 "redis-stream holds one SKU per order: a cart (\"lines\") is not reserved; "
+                 "nothing was held");
+        return -1;
+    }
+    return shold_reserve(bound, r, a);
+}
+
+int shold_hook_confirm(const struct guard *self, const struct deduct_env *env,
+                       const char *order_id, struct hold_answer *a)
+{
+    (void)self;
+    return shold_confirm(bound, order_id, env->instance, bound_ttl_ms, a);
+}
+
+int shold_hook_release(const struct guard *self, const struct deduct_env *env,
+                       const char *order_id, struct hold_answer *a)
+{
+    (void)self;
+    (void)env;
+    return shold_release(bound, order_id, bound_ttl_ms, a);
+}
+
+int shold_hook_sweep(const struct guard *self, int max)
+{
+    (void)self;
+    return bound ? shold_sweep(bound, max, bound_ttl_ms) : -1;
+}

@@ -30,4 +30,16 @@ int shold_sweep(struct redis_shared *rs, int max, long order_ttl_ms);
 /* Remove every hold of sku (a reseed): 0, or -1 with err. */
 int shold_clear(struct redis_shared *rs, const char *sku, char *err, size_t errlen);
 
+/* The guard's hooks (struct guard_mirror), on the Redis shold_bind gave
+ * (the guard's init: its Redis and its order memory's ttl; NULL, 0 at
+ * fini). */
+void shold_bind(struct redis_shared *rs, long order_ttl_ms);
+int shold_hook_reserve(const struct guard *self, const struct deduct_env *env,
+                       const struct hold_reserve_req *r, struct hold_answer *a);
+int shold_hook_confirm(const struct guard *self, const struct deduct_env *env,
+                       const char *order_id, struct hold_answer *a);
+int shold_hook_release(const struct guard *self, const struct deduct_env *env,
+                       const char *order_id, struct hold_answer *a);
+int shold_hook_sweep(const struct guard *self, int max);
+
 #endif

@@ -77,6 +77,14 @@ int sside_read(struct redis_shared *rs, const char *sku, struct guard_side *out)
     return ok ? 0 : -1;
 }
 
+void sside_confirm_sale(struct redis_shared *rs, const char *id)
+{
+    char err[128];
+    const char *argv[3] = {"ZREM", KEYS_SALES_UNACKED, id};
+    redisReply *r = rconn_cmd_argv(rs->pool, err, sizeof(err), 3, argv);
+    freeReplyObject(r);
+}
+
 static _Thread_local char hold_token[32];
 
 int sside_freeze(struct redis_shared *rs, int on)
