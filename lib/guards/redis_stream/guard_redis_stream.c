@@ -137,7 +137,7 @@ static int fill_state(const char *sku, long long stock, int segments, struct rre
         }
         if (before.flushing || after.flushing || before.flush_seq != after.flush_seq)
             continue;   /* a flush may have committed between the reads */
-        long long queued = after.pending_units;
+        long long queued = after.pending_units + after.held;   /* its holds: out too */
         s->n = 1;
         keys_sstock(s->keys[0], sku);
         snprintf(s->vals[0], sizeof(s->vals[0]), "%lld", mysql > queued ? mysql - queued : 0);
