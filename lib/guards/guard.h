@@ -98,6 +98,10 @@ struct guard_side {
                                 * shown as drift (redis-decr) */
     long long flush_seq;       /* moves whenever sales move to MySQL */
     int flushing;              /* 1: a move may be committing right now */
+    long long held;            /* units of the guard's own holds (live or
+                                * past their deadline, not swept): out of
+                                * `stock`, still in MySQL's */
+    long long expired_unswept; /* of those, holds past their deadline */
 };
 
 /* Work run while a guard's lock is held (see struct guard's `locked`):
@@ -170,7 +174,22 @@ enum guard_flag {
  * MySQL (redis-decr, redis-stream, segmented), struct guard's `mirror`:
  * the side state they seed, give back, describe and let the audit read.
  * A guard without a mirror (NULL) keeps its stock in MySQL alone. */
+struct hold_reserve_req;
+struct hold_answer;
+
 struct guard_mirror {
+    /* Optional, guards that keep stock in Redis and hold it there (holds
+     * of their own, services/API.md "Holds"): reserve, confirm, release
+     * and the sweep's batch, each deciding in the guard's backend. They
+     * return 0 with a->result (HOLD_UNKNOWN_ORDER: not this guard's), or
+     * -1 with a->res; sweep: how many it gave back, or -1. */
+    int (*hold_reserve)(const struct guard *self, const struct deduct_env *env,
+                        const struct hold_reserve_req *r, struct hold_answer *a);
+    int (*hold_confirm)(const struct guard *self, const struct deduct_env *env,
+                        const char *order_id, struct hold_answer *a);
+    int (*hold_release)(const struct guard *self, const struct deduct_env *env,
+                        const char *order_id, struct hold_answer *a);
+    int (*hold_sweep)(const struct guard *self, int max);
     /* Optional: (re)seed side state (Redis keys) when a SKU is seeded.
      * Returns 0, or -1 with res->detail set (backend unavailable). */
     int (*seed)(const struct guard *self, const struct deduct_env *env, const char *sku,

@@ -66,10 +66,13 @@ void audit_why(const struct audit *a, char *buf, size_t len)
     for (int i = 0; a->drift_known && i < a->nsides; i++) {
         if (a->side[i].drift == 0)
             continue;
+        char held[40] = "";   /* a term only for a guard with holds in Redis */
+        if (a->side[i].held)
+            snprintf(held, sizeof(held), " - %lld held", a->side[i].held);
         snprintf(c, sizeof(c), "%s drift %+lld: Redis %lld, MySQL %lld - %lld pending - "
-                 "%lld in flight%s", a->side[i].guard, a->side[i].drift,
+                 "%lld in flight%s%s", a->side[i].guard, a->side[i].drift,
                  a->side[i].redis_stock, a->stock, a->side[i].pending_units,
-                 a->side[i].in_flight_units,
+                 a->side[i].in_flight_units, held,
                  a->side[i].stale_intents ? " (stale intents it could not settle are not "
                                             "in flight)" : "");
         add_clause(buf, len, &used, c);

@@ -34,8 +34,14 @@ struct audit {
      * could not settle (counted in drift, not in flight) */
     struct {
         const char *guard;
-        long long drift, redis_stock, pending_units, in_flight_units, stale_intents;
+        long long drift, redis_stock, pending_units, in_flight_units, stale_intents, held;
     } side[AUDIT_SIDES_MAX];
+    /* Units of holds a guard keeps in Redis (redis-stream): out of its
+     * Redis stock, still in MySQL's `stock` (so not in `held`, whose units
+     * are out of it): each side's drift counts them,
+     * redis_stock = stock - pending_units - in_flight_units - held. Their
+     * holds past the deadline are in expired_unswept. */
+    long long held_redis;
     /* Why Redis moved without a sale: the settlements of sales their
      * instance never answered, as the guard recorded them (JSON array
      * text, newest first; "[]" none). */

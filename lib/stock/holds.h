@@ -62,6 +62,9 @@ enum hold_result {
     HOLD_NO_USER,              /* the SKU has a purchase limit, no user_id */
     HOLD_LIMIT_EXCEEDED,       /* the buyer's live holds and sales fill the
                                 * limit (*left: the limit); nothing changed */
+    HOLD_LIMIT_UNENFORCED,     /* the guard cannot hold a limited SKU within
+                                * its limit (redis-stream): a 400 (*left:
+                                * the limit); nothing changed */
 };
 
 /* user_id: the buyer ("" none). On a SKU with limit_per_user > 0 it is

@@ -223,6 +223,11 @@ static void answer_reserve(const struct reserve_body *b, const struct hold_answe
         http_error(resp, 400, "bad_request", "user_id required: %s has a limit of %lld per "
                    "user; nothing was held", sku, a->left);
         return;
+    case HOLD_LIMIT_UNENFORCED:
+        http_error(resp, 400, "bad_request", "%s has a limit of %lld per user, which guard "
+                   "%s cannot enforce on a hold: reserve it under a guard that holds in "
+                   "MySQL; nothing was held", sku, a->left, a->h.guard);
+        return;
     case HOLD_LIMIT_EXCEEDED:
         http_error(resp, 409, "limit_exceeded", "limit %lld per user: user %s's holds and "
                    "purchases of %s leave no room for this order; nothing was held", a->left,
@@ -420,7 +425,8 @@ static void *sweeper_main(void *arg)
     while (!__atomic_load_n(&sweeper_stop, __ATOMIC_ACQUIRE)) {
         env.db = db_thread_conn(&c->db);
         /* a whole batch swept: more may be due, go again at once */
-        int n = env.db && env.db->my ? guard_hold_sweep(&env, SWEEP_BATCH) : -1;
+        /* the guards with holds in Redis sweep even while MySQL is down */
+        int n = guard_hold_sweep(&env, SWEEP_BATCH);
         /* slept in slices: a stop never waits a whole long period */
         for (long t = 0; n < SWEEP_BATCH && t < c->hold_sweep_ms &&
                          !__atomic_load_n(&sweeper_stop, __ATOMIC_ACQUIRE); t += 50)

@@ -448,12 +448,13 @@ static void add_audit_why(const struct audit *a, json_t *j)
     json_t *detail = json_object();
     for (int i = 0; detail && i < a->nsides; i++)
         json_object_set_new(detail, a->side[i].guard,
-                            json_pack("{s:I,s:I,s:I,s:I,s:I}", "redis_stock",
+                            json_pack("{s:I,s:I,s:I,s:I,s:I,s:I}", "redis_stock",
                                       (json_int_t)a->side[i].redis_stock, "mysql_stock",
                                       (json_int_t)a->stock, "pending_units",
                                       (json_int_t)a->side[i].pending_units, "in_flight_units",
                                       (json_int_t)a->side[i].in_flight_units, "stale_intents",
-                                      (json_int_t)a->side[i].stale_intents));
+                                      (json_int_t)a->side[i].stale_intents, "held",
+                                      (json_int_t)a->side[i].held));
     json_object_set_new(j, "drift_terms", detail ? detail : json_null());
     json_t *settled = json_loads(a->settled, 0, NULL);
     json_object_set_new(j, "settled_intents", json_is_array(settled) ? settled : json_array());
@@ -504,6 +505,7 @@ static void route_audit(void *app, struct route_call *call, const struct http_re
                                                     : json_null());
         json_object_set_new(j, "drift", a.drift_known ? json_integer(a.drift) : json_null());
         json_object_set_new(j, "held", json_integer(a.held));
+        json_object_set_new(j, "held_redis", json_integer(a.held_redis));
         json_object_set_new(j, "expired_unswept", json_integer(a.expired_unswept));
         json_object_set_new(j, "late_confirms", order_ids(a.late_confirms));
         json_t *by = json_object();

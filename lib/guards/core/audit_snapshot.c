@@ -173,9 +173,13 @@ static void add_sides(struct audit *a, const struct side_read *before,
         }
         a->pending += r->s.pending;
         a->pending_units += r->s.pending_units;
-        if (!r->s.has_stock || (!sold[i] && r->s.pending == 0))
+        a->held_redis += r->s.held;
+        a->expired_unswept += r->s.expired_unswept;
+        if (!r->s.has_stock || (!sold[i] && r->s.pending == 0 && r->s.held == 0))
             continue;
-        long long d = r->s.stock - (a->stock - r->s.pending_units - r->s.in_flight_units);
+        long long d = r->s.stock - (a->stock - r->s.pending_units - r->s.in_flight_units -
+                                    r->s.held);
+        a->side[a->nsides].held = r->s.held;
         a->side[a->nsides].guard = r->g->name;
         a->side[a->nsides].redis_stock = r->s.stock;
         a->side[a->nsides].pending_units = r->s.pending_units;

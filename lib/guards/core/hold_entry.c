@@ -2,6 +2,7 @@
  * around each stock move, and the metrics of holds. */
 #include "hold_entry.h"
 
+#include "base/db.h"
 #include "base/metrics.h"
 #include "base/util.h"
 #include "guards/core/cart_locks.h"
@@ -17,7 +18,30 @@
 
 int guard_holds(const struct guard *g)
 {
+    if (g && g->mirror && g->mirror->hold_reserve)
+        return 1;   /* holds of its own, in its backend */
     return g && !(g->mirror && g->mirror->seed) && !guard_has(g, GUARD_NO_MYSQL_DEDUCT);
+}
+
+/* The guards with holds of their own: a hold not in MySQL may be theirs.
+ * Calls each one's hook (which) until one knows order_id; 0 with
+ * a->result (HOLD_UNKNOWN_ORDER when none does), -1 with a->res. */
+static int own_holds(const struct deduct_env *env, const char *order_id, int confirm,
+                     struct hold_answer *a)
+{
+    size_t n;
+    const struct guard *const *all = guard_all(&n);
+    a->result = HOLD_UNKNOWN_ORDER;
+    for (size_t i = 0; i < n && a->result == HOLD_UNKNOWN_ORDER; i++) {
+        const struct guard_mirror *m = all[i]->mirror;
+        if (!m || !m->hold_reserve)
+            continue;
+        int rc = confirm ? m->hold_confirm(all[i], env, order_id, a)
+                         : m->hold_release(all[i], env, order_id, a);
+        if (rc != 0)
+            return -1;
+    }
+    return 0;
 }
 
 const char *guard_hold_names(void)
@@ -117,6 +141,13 @@ int guard_reserve(const struct guard *g, const struct deduct_env *env,
                  "\"holds\")", g ? g->name : "?");
         return -1;
     }
+    if (g->mirror && g->mirror->hold_reserve) {
+        if (g->mirror->hold_reserve(g, env, r, a) != 0)
+            return -1;
+        count(g->name, a->result == HOLD_HELD ? "held" : a->result == HOLD_REPEAT ? "repeat"
+                       : a->result == HOLD_OUT_OF_STOCK ? "out_of_stock" : "refused");
+        return 0;
+    }
     struct reserve_ctx c = {r, a};
     struct hold_work w = {reserve_fn, &c, 0};
     int rc = hold_locked(g, env, r->line, r->nlines, r->order_id, &w, &a->res);
@@ -197,6 +228,8 @@ int guard_confirm(const struct deduct_env *env, const char *order_id, int check_
     struct order_ctx c = {order_id, env->instance, check_deadline, a};
     if (on_hold(env, &c, confirm_fn) != 0)
         return -1;
+    if (a->result == HOLD_UNKNOWN_ORDER && own_holds(env, order_id, 1, a) != 0)
+        return -1;
     if (a->result != HOLD_UNKNOWN_ORDER)
         count(a->h.guard, confirm_outcome(a->result));
     return 0;
@@ -208,6 +241,8 @@ int guard_hold_release(const struct deduct_env *env, const char *order_id,
     memset(a, 0, sizeof(*a));
     struct order_ctx c = {order_id, env->instance, 1, a};
     if (on_hold(env, &c, release_fn) != 0)
+        return -1;
+    if (a->result == HOLD_UNKNOWN_ORDER && own_holds(env, order_id, 0, a) != 0)
         return -1;
     if (a->result == HOLD_GIVEN_BACK)
         count(a->h.guard, "released");
@@ -244,9 +279,30 @@ static int sweep_read(const struct deduct_env *env, int *swept)
     return (int)n;
 }
 
+/* The guards with holds of their own sweep theirs in one script each. */
+static int sweep_own(int max)
+{
+    size_t n;
+    int swept = 0;
+    const struct guard *const *all = guard_all(&n);
+    for (size_t i = 0; i < n; i++) {
+        const struct guard_mirror *m = all[i]->mirror;
+        int k = m && m->hold_sweep ? m->hold_sweep(all[i], max) : 0;
+        if (k <= 0)
+            continue;
+        char labels[64];
+        snprintf(labels, sizeof(labels), "guard=\"%s\"", all[i]->name);
+        metrics_add("lab_holds_swept_total", labels, k);
+        swept += k;
+    }
+    return swept;
+}
+
 int guard_hold_sweep(const struct deduct_env *env, int max)
 {
-    int swept = 0;
+    int swept = sweep_own(max);
+    if (!env->db || !env->db->my)
+        return swept;
     for (int read = 0; read < max;) {
         int before = swept;
         int n = sweep_read(env, &swept);

@@ -24,6 +24,7 @@
 #include "guards/redis_stream/stream_flusher.h"
 #include "guards/redis_stream/stream_limit.h"
 #include "guards/redis_stream/stream_scripts.h"
+#include "guards/redis_stream/stream_holds.h"
 #include "guards/redis_stream/stream_side.h"
 
 #include <stdatomic.h>
@@ -136,7 +137,7 @@ static int fill_state(const char *sku, long long stock, int segments, struct rre
         }
         if (before.flushing || after.flushing || before.flush_seq != after.flush_seq)
             continue;   /* a flush may have committed between the reads */
-        long long queued = after.pending_units;
+        long long queued = after.pending_units + after.held;   /* its holds: out too */
         s->n = 1;
         keys_sstock(s->keys[0], sku);
         snprintf(s->vals[0], sizeof(s->vals[0]), "%lld", mysql > queued ? mysql - queued : 0);
@@ -205,16 +206,6 @@ static long ack_wait_ms(const struct deduct_req *req)
 {
     long left = (long)(deduct_time_left(req) * 1000.0);
     return left < REDIS_REPLICAS_ACK_MAX_MS ? (left > 1 ? left : 1) : REDIS_REPLICAS_ACK_MAX_MS;
-}
-
-/* replicas_ack met: flushers may write the entry now (best effort: else
- * they do once its wait has run out). */
-static void confirm_sale(const char *id)
-{
-    char err[128];
-    const char *argv[3] = {"ZREM", KEYS_SALES_UNACKED, id};
-    redisReply *r = rconn_cmd_argv(redis->pool, err, sizeof(err), 3, argv);
-    freeReplyObject(r);
 }
 
 /* replicas_ack not met for the sale `id`: take it back unless its wait
@@ -288,7 +279,7 @@ static int sell(const struct deduct_env *env, const struct deduct_req *req,
         if (acked < acks_of(req))
             undo_sale(req, r->element[1]->str, acked, res);
         else
-            confirm_sale(r->element[1]->str);
+            sside_confirm_sale(redis, r->element[1]->str);
     }
     freeReplyObject(r);
     return lost;
@@ -578,7 +569,9 @@ static int stream_seed(const struct guard *self, const struct deduct_env *env, c
                  : "unexpected reply from the seed script", busy);
         return -1;
     }
-    return slimit_seed(redis, env, sku, res);
+    /* the SKU's old holds go with its old stock (as in MySQL) */
+    return shold_clear(redis, sku, res->detail, sizeof(res->detail)) != 0
+               ? -1 : slimit_seed(redis, env, sku, res);
 }
 
 /* MySQL has the units back already (the ledger row was flushed). */
@@ -624,6 +617,7 @@ static int stream_init(const struct guard *self, const struct guard_backends *b,
 {
     redis = b->redis;
     db_conf = b->db;
+    shold_bind(redis, conf.order_ttl_ms);
     /* Warm start: the request path's scripts compiled in Redis before
      * /healthz says ready. */
     redis_shared_preload(redis, &stream_group_script);
@@ -643,6 +637,7 @@ static int stream_init(const struct guard *self, const struct guard_backends *b,
 static void stream_fini(const struct guard *self)
 {
     sflush_stop();
+    shold_bind(NULL, 0);
     redis = NULL;
 }
 
@@ -664,6 +659,10 @@ extern const struct guard_doc stream_doc;
 
 /* Its side state in Redis (guard.h: struct guard_mirror). */
 static const struct guard_mirror mirror = {
+    .hold_reserve = shold_hook_reserve,
+    .hold_confirm = shold_hook_confirm,
+    .hold_release = shold_hook_release,
+    .hold_sweep = shold_hook_sweep,
     .seed = stream_seed,
     .release = stream_release,
     .describe = stream_describe,

@@ -359,8 +359,10 @@ struct rconn_script stream_queued_script = RCONN_SCRIPT(
     "return 0");
 
 /* KEYS[1] stock, [2] pending entries, [3] pending units, [4] flushing
- * marks, [5] flush counter; ARGV[1] sku. {has stock, stock, entries,
- * units, flush counter, flushers marked now}: one consistent read. */
+ * marks, [5] flush counter, [6] units held (stream_holds.h), [7] the SKU's
+ * holds by deadline; ARGV[1] sku. {has stock, stock, entries, units,
+ * flush counter, flushers marked now, held, held past the deadline (the
+ * first 1000 due holds' units)}: one consistent read. */
 struct rconn_script stream_side_script = RCONN_SCRIPT(
     "local v = redis.call('GET', KEYS[1]) "
     "local t = redis.call('TIME') "
@@ -370,10 +372,15 @@ struct rconn_script stream_side_script = RCONN_SCRIPT(
     "for i = 1, #marks, 2 do "
     "  if tonumber(marks[i + 1]) > now then busy = busy + 1 end "
     "end "
+    "local due = 0 "
+    "for _, oid in ipairs(redis.call('ZRANGEBYSCORE', KEYS[7], '-inf', now, 'LIMIT', 0, 1000)) do "
+    "  due = due + tonumber(redis.call('HGET', 'shold:' .. oid, 'q') or '0') "
+    "end "
     "return {v and 1 or 0, tonumber(v or '0'), "
     "  tonumber(redis.call('HGET', KEYS[2], ARGV[1]) or '0'), "
     "  tonumber(redis.call('HGET', KEYS[3], ARGV[1]) or '0'), "
-    "  tonumber(redis.call('GET', KEYS[5]) or '0'), busy}");
+    "  tonumber(redis.call('GET', KEYS[5]) or '0'), busy, "
+    "  tonumber(redis.call('GET', KEYS[6]) or '0'), due}");
 
 /* KEYS[1] flushing marks, [2] the hold; ARGV[1] token, [2] ms. Sets the
  * hold (1) unless a flusher is marked right now (0): once set, no flusher

@@ -51,15 +51,17 @@ int sside_queued(struct redis_shared *rs, const char *order_id)
 
 int sside_read(struct redis_shared *rs, const char *sku, struct guard_side *out)
 {
-    char stock[KEYS_MAX], err[128];
+    char stock[KEYS_MAX], held[KEYS_MAX], holds[KEYS_MAX], err[128];
     keys_sstock(stock, sku);
-    const char *argv[6] = {stock, KEYS_SALES_PENDING, KEYS_SALES_PENDING_UNITS,
-                           KEYS_SALES_FLUSHING, KEYS_SALES_FLUSH_SEQ, sku};
-    redisReply *r = rconn_eval(rs->pool, err, sizeof(err), &stream_side_script, 5, 6, argv);
+    snprintf(held, sizeof(held), "sheld:{%s}", sku);
+    snprintf(holds, sizeof(holds), "sholdsku:{%s}", sku);
+    const char *argv[8] = {stock, KEYS_SALES_PENDING, KEYS_SALES_PENDING_UNITS,
+                           KEYS_SALES_FLUSHING, KEYS_SALES_FLUSH_SEQ, held, holds, sku};
+    redisReply *r = rconn_eval(rs->pool, err, sizeof(err), &stream_side_script, 7, 8, argv);
     if (!r)
         return -1;
-    int ok = r->type == REDIS_REPLY_ARRAY && r->elements == 6;
-    for (size_t i = 0; ok && i < 6; i++)
+    int ok = r->type == REDIS_REPLY_ARRAY && r->elements == 8;
+    for (size_t i = 0; ok && i < 8; i++)
         ok = r->element[i]->type == REDIS_REPLY_INTEGER;
     if (ok) {
         out->has_stock = r->element[0]->integer == 1;
@@ -68,9 +70,19 @@ int sside_read(struct redis_shared *rs, const char *sku, struct guard_side *out)
         out->pending_units = r->element[3]->integer;
         out->flush_seq = r->element[4]->integer;
         out->flushing = r->element[5]->integer > 0;
+        out->held = r->element[6]->integer;
+        out->expired_unswept = r->element[7]->integer;
     }
     freeReplyObject(r);
     return ok ? 0 : -1;
+}
+
+void sside_confirm_sale(struct redis_shared *rs, const char *id)
+{
+    char err[128];
+    const char *argv[3] = {"ZREM", KEYS_SALES_UNACKED, id};
+    redisReply *r = rconn_cmd_argv(rs->pool, err, sizeof(err), 3, argv);
+    freeReplyObject(r);
 }
 
 static _Thread_local char hold_token[32];

@@ -24,6 +24,9 @@ int sside_read(struct redis_shared *rs, const char *sku, struct guard_side *out)
  * flusher is marked right now: 1 held, 0 a flusher is committing, -1
  * Redis failed. off: let go of this thread's hold (1). */
 int sside_freeze(struct redis_shared *rs, int on);
+/* replicas_ack met for the sale entry `id`: flushers may write it now
+ * (best effort: else they do once its wait has run out). */
+void sside_confirm_sale(struct redis_shared *rs, const char *id);
 /* The facts of sku for GET /inventory/{sku} (k: the guard's keys of it).
  * 0, or -1 when Redis cannot be read. */
 int sside_describe(struct redis_shared *rs, const struct rrec *k, const char *sku,
